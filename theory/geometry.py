@@ -1,0 +1,149 @@
+"""Feature normalisation, the simplex ETF and Gram-matrix helpers.
+
+Notation (DESIGN.md): ``z`` embeddings ``(N, d)``; ``C`` classes; ``d`` embedding dimension.
+
+References:
+    Jiang, Nguyen, Aeron, Ishwar (TMLR 2025), spec/hcl.md §3.1 (simplex ETF, NC) and §5.2
+    (the authors' unit-ball projection ``out * min(1, 1/||out||)``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+__all__ = [
+    "NORMALIZATIONS",
+    "normalize",
+    "Normalize",
+    "simplex_etf",
+    "etf_gram",
+    "gram",
+    "as_float_tensor",
+]
+
+NORMALIZATIONS = ("none", "ball", "sphere")
+
+#: Norms below this are treated as zero by the sphere projection (the vector is left at 0).
+_TINY = 1e-12
+
+
+def as_float_tensor(z, name: str = "z", min_dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """Return ``z`` as a floating torch tensor of at least ``min_dtype`` precision.
+
+    Half-precision inputs (float16, bfloat16) are promoted to float32 so statistics are never
+    computed in 16 bits; float64 stays float64. numpy arrays are converted without copying where
+    possible.
+
+    Raises:
+        ValueError: ``z`` is not a floating tensor/array.
+    """
+    if not isinstance(z, torch.Tensor):
+        try:
+            z = torch.as_tensor(z)
+        except Exception as exc:  # pragma: no cover - defensive
+            raise ValueError(f"{name} must be a tensor or array, got {type(z).__name__}") from exc
+    if not z.is_floating_point():
+        z = z.to(torch.get_default_dtype())
+    if z.dtype in (torch.float16, torch.bfloat16) or (
+        z.dtype == torch.float32 and min_dtype == torch.float64
+    ):
+        z = z.to(min_dtype)
+    return z
+
+
+def normalize(z: torch.Tensor, mode: str = "ball") -> torch.Tensor:
+    """Project embeddings onto the unit ball or sphere (row-wise).
+
+    Shapes: ``z`` ``(..., d)`` -> ``(..., d)``.
+
+    * ``"none"``: identity.
+    * ``"ball"``: ``z / max(1, ||z||)`` -- rescale only rows outside the unit ball; this is the
+      authors' ``out * min(1, 1/||out||)`` (spec/hcl.md §5.2, quirk 7).
+    * ``"sphere"``: ``z / ||z||``; a zero row stays zero (its gradient is finite), instead of NaN.
+
+    Raises:
+        ValueError: unknown ``mode`` or ``z`` with no feature dimension.
+    """
+    if mode not in NORMALIZATIONS:
+        raise ValueError(f"mode must be one of {NORMALIZATIONS}, got {mode!r}")
+    if not isinstance(z, torch.Tensor) or z.dim() < 1:
+        raise ValueError("z must be a torch tensor with at least one dimension (..., d)")
+    if mode == "none":
+        return z
+    norm = torch.linalg.vector_norm(z, dim=-1, keepdim=True)
+    if mode == "ball":
+        return z / torch.clamp(norm, min=1.0)
+    return z / torch.clamp(norm, min=_TINY)
+
+
+class Normalize(nn.Module):
+    """``nn.Module`` wrapper of :func:`normalize` for use at the end of an encoder."""
+
+    def __init__(self, mode: str = "ball") -> None:
+        super().__init__()
+        if mode not in NORMALIZATIONS:
+            raise ValueError(f"mode must be one of {NORMALIZATIONS}, got {mode!r}")
+        self.mode = mode
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        return normalize(z, self.mode)
+
+    def extra_repr(self) -> str:  # noqa: D102
+        return f"mode={self.mode!r}"
+
+
+def etf_gram(C: int, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """Gram matrix of the normalised simplex ETF: ``C/(C-1) * (I - J/C)``, shape ``(C, C)``.
+
+    Diagonal 1, off-diagonal ``-1/(C-1)`` (spec/hcl.md §3.1, metrics.md §0).
+    """
+    if not isinstance(C, int) or C < 2:
+        raise ValueError(f"C must be an integer >= 2, got {C!r}")
+    eye = torch.eye(C, dtype=dtype)
+    return C / (C - 1) * (eye - torch.full((C, C), 1.0 / C, dtype=dtype))
+
+
+def simplex_etf(
+    C: int,
+    d: int,
+    generator: torch.Generator | None = None,
+    dtype: torch.dtype = torch.float64,
+) -> torch.Tensor:
+    """C unit vectors in R^d forming a simplex ETF (rows), shape ``(C, d)``.
+
+    ``||v_c|| = 1``, ``sum_c v_c = 0``, ``v_c . v_c' = -1/(C-1)`` for ``c != c'``. Built as the
+    centred, rescaled standard basis of R^C, expressed in an orthonormal basis of the
+    (C-1)-dimensional subspace orthogonal to the all-ones vector, and embedded in R^d. With a
+    ``generator`` the result is multiplied by a Haar-random orthogonal ``d x d`` matrix.
+
+    Raises:
+        ValueError: ``C < 2`` or ``d < C - 1`` (no ETF exists).
+    """
+    if not isinstance(C, int) or C < 2:
+        raise ValueError(f"C must be an integer >= 2, got {C!r}")
+    if not isinstance(d, int) or d < C - 1:
+        raise ValueError(f"d must be an integer >= C - 1 = {C - 1} for a simplex ETF, got {d!r}")
+    # Orthonormal basis of 1^perp in R^C: Helmert-style via QR of the centred identity.
+    centred = torch.eye(C, dtype=torch.float64) - 1.0 / C
+    q, _ = torch.linalg.qr(centred)  # first C-1 columns span 1^perp
+    basis = q[:, : C - 1]
+    # Coordinates of the centred basis vectors e_c - 1/C in that basis, scaled to unit norm.
+    coords = centred @ basis * math.sqrt(C / (C - 1))  # (C, C-1)
+    v = torch.zeros(C, d, dtype=torch.float64)
+    v[:, : C - 1] = coords
+    if generator is not None:
+        g = torch.randn(d, d, generator=generator, dtype=torch.float64)
+        rot, r = torch.linalg.qr(g)
+        rot = rot * torch.sign(torch.diagonal(r))  # Haar measure
+        v = v @ rot
+    return v.to(dtype)
+
+
+def gram(z: torch.Tensor) -> torch.Tensor:
+    """Gram matrix ``z z^T`` of the rows of ``z`` ``(N, d)`` -> ``(N, N)``."""
+    if not isinstance(z, torch.Tensor) or z.dim() != 2:
+        raise ValueError("z must be a 2-D tensor (N, d)")
+    return z @ z.T

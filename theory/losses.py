@@ -1,0 +1,317 @@
+"""Contrastive losses: SCL / HSCL / UCL / HUCL batch losses and two-view InfoNCE (NT-Xent).
+
+Notation (DESIGN.md): ``z`` embeddings ``(B, d)``, ``labels`` ``(B,)`` ints in ``[0, C)``,
+``beta`` hardness, ``tau`` temperature, ``K`` (``num_negatives``) negatives per
+(anchor, positive) pair, ``S = z z^T`` similarities.
+
+The batched loss (spec/hcl.md §2.5, the authors' ``nce_supervised_hard``), generalised over psi:
+
+    L = (1/P) sum_i sum_{j in Pos(i)} psi( {S[i, n_r] - S[i, j]}_{r=1..K} ),   n_r ~ q_i i.i.d.,
+
+with ``q_i(n) ∝ exp(beta S[i, n])`` over the allowed negatives of anchor ``i`` and ``P`` the number
+of (anchor, positive) pairs. psi forms (spec/hcl.md §2.1), all applied to ``t / tau``:
+
+* ``"mean"`` (the authors' form): ``log(1 + (1/K) sum_r exp(t_r / tau))``;
+* ``"sum"``: ``log(1 + sum_r exp(t_r / tau))``;
+* ``"triplet"``: ``(1/K) sum_r max(0, t_r / tau + margin)``.
+
+``estimator="expectation"`` replaces the average over the K sampled negatives by its exact
+expectation under ``q_i`` (for ``"sum"``: K times it inside the log); ``"sampled"`` draws them.
+In both, the sampling weights ``q_i`` are detached by default (as in the authors' code), so the
+expectation estimator's gradient is the expected gradient of the sampled one.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from theory.geometry import as_float_tensor
+from theory.sampling import expected_hinge, log_expected_exp, sample_negatives, tilted_log_weights
+
+__all__ = [
+    "SETTINGS",
+    "PSI_FORMS",
+    "ESTIMATORS",
+    "contrastive_loss",
+    "two_view_contrastive_loss",
+    "info_nce",
+    "two_view_candidates",
+    "SCL",
+    "HSCL",
+    "UCL",
+    "HUCL",
+    "METHODS",
+]
+
+SETTINGS = ("supervised", "unsupervised")
+PSI_FORMS = ("mean", "sum", "triplet")
+ESTIMATORS = ("expectation", "sampled")
+
+
+def _check_positive(name: str, value: float) -> float:
+    try:
+        value = float(value)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name} must be a real number, got {value!r}") from exc
+    if not (value > 0 and math.isfinite(value)):
+        raise ValueError(f"{name} must be a finite number > 0, got {value}")
+    return value
+
+
+def _validate_labels(labels, B: int, device, num_classes: int | None) -> torch.Tensor:
+    labels = torch.as_tensor(labels, device=device)
+    if labels.dim() != 1 or labels.shape[0] != B:
+        raise ValueError(f"labels must have shape ({B},) to match z, got {tuple(labels.shape)}")
+    if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:
+        raise ValueError(f"labels must be integers, got dtype {labels.dtype}")
+    labels = labels.long()
+    if B and int(labels.min()) < 0:
+        raise ValueError(f"labels must be >= 0, got min {int(labels.min())}")
+    if num_classes is not None and B and int(labels.max()) >= num_classes:
+        raise ValueError(
+            f"labels must lie in [0, num_classes={num_classes}), got max {int(labels.max())}"
+        )
+    return labels
+
+
+def contrastive_loss(
+    z: torch.Tensor,
+    labels: torch.Tensor,
+    *,
+    setting: str,
+    beta: float = 0.0,
+    tau: float = 1.0,
+    psi: str = "mean",
+    estimator: str = "expectation",
+    num_negatives: int = 256,
+    margin: float = 1.0,
+    self_positive: bool = True,
+    self_negative: bool = True,
+    generator: torch.Generator | None = None,
+    num_classes: int | None = None,
+    detach_weights: bool = True,
+) -> torch.Tensor:
+    """SCL / HSCL (``setting="supervised"``) or UCL / HUCL (``"unsupervised"``) batch loss.
+
+    Implements spec/hcl.md §2.5 (the authors' batched loss) for any psi of §2.1.
+
+    Args:
+        z: embeddings ``(B, d)`` (already normalised by the model, if at all). float16/bfloat16
+            inputs are computed in float32; float64 stays float64.
+        labels: ``(B,)`` integer labels in ``[0, C)``.
+        setting: ``"supervised"``: negatives are batch members with another label;
+            ``"unsupervised"``: negatives are drawn from the whole batch (class collisions).
+        beta: hardness ``>= 0`` of the tilt ``q_i(n) ∝ exp(beta z_i.z_n)``; 0 gives SCL / UCL.
+        tau: temperature ``> 0``; psi is applied to ``t / tau``.
+        psi: ``"mean"``, ``"sum"`` or ``"triplet"`` (see the module docstring).
+        estimator: ``"expectation"`` (exact, deterministic) or ``"sampled"`` (K draws per pair).
+        num_negatives: K, the number of negatives per (anchor, positive) pair.
+        margin: triplet margin ``>= 0`` (``psi="triplet"`` only).
+        self_positive: the anchor counts as one of its own positives (authors' code).
+        self_negative: unsupervised only: the anchor may be drawn as its own negative.
+        generator: ``torch.Generator`` for the sampled estimator (reproducible draws).
+        num_classes: optional ``C``; labels must then be ``< C``.
+        detach_weights: no gradient through ``q_i`` (authors' code). ``False`` differentiates the
+            exact expectation through the weights too (expectation estimator only).
+
+    Returns:
+        Scalar tensor: the mean over all ``P`` (anchor, positive) pairs.
+
+    Raises:
+        ValueError: ``tau <= 0``, ``beta < 0``, unknown option, shape mismatch, labels out of
+            range, no (anchor, positive) pair in the batch, or an anchor with a pair but an
+            empty negative set.
+    """
+    if setting not in SETTINGS:
+        raise ValueError(f"setting must be one of {SETTINGS}, got {setting!r}")
+    if psi not in PSI_FORMS:
+        raise ValueError(f"psi must be one of {PSI_FORMS}, got {psi!r}")
+    if estimator not in ESTIMATORS:
+        raise ValueError(f"estimator must be one of {ESTIMATORS}, got {estimator!r}")
+    tau = _check_positive("tau", tau)
+    beta_is_tensor = isinstance(beta, torch.Tensor) and beta.dim() == 1
+    if beta_is_tensor:
+        if bool((beta < 0).any()) or not bool(torch.isfinite(beta).all()):
+            raise ValueError("beta must be finite and >= 0 for every anchor")
+    else:
+        beta = float(beta)
+        if not (beta >= 0 and math.isfinite(beta)):
+            raise ValueError(f"beta must be a finite number >= 0, got {beta}")
+    if not isinstance(num_negatives, int) or num_negatives < 1:
+        raise ValueError(f"num_negatives must be an integer >= 1, got {num_negatives!r}")
+    if not (float(margin) >= 0):
+        raise ValueError(f"margin must be >= 0, got {margin}")
+    if not isinstance(z, torch.Tensor) or z.dim() != 2:
+        raise ValueError("z must be a 2-D tensor (B, d)")
+    z = as_float_tensor(z)
+    B = z.shape[0]
+    labels = _validate_labels(labels, B, z.device, num_classes)
+    if beta_is_tensor and beta.shape != (B,):
+        raise ValueError(f"a per-anchor beta must have shape ({B},), got {tuple(beta.shape)}")
+
+    eye = torch.eye(B, dtype=torch.bool, device=z.device)
+    same = labels[:, None] == labels[None, :]
+    pos_mask = same if self_positive else same & ~eye
+    if setting == "supervised":
+        allowed = ~same
+    else:
+        allowed = ~eye if not self_negative else torch.ones_like(same)
+    has_pair = pos_mask.any(dim=1)
+    num_pairs = int(pos_mask.sum())
+    if num_pairs == 0:
+        raise ValueError(
+            "no (anchor, positive) pair in the batch: every class is a singleton and "
+            "self_positive=False; the loss is undefined"
+        )
+    starving = has_pair & ~allowed.any(dim=1)
+    if bool(starving.any()):
+        i = int(torch.nonzero(starving)[0])
+        raise ValueError(
+            f"anchor {i} (label {int(labels[i])}) has an empty negative set in setting={setting!r} "
+            "(a batch with a single class?); the loss is undefined"
+        )
+
+    S = z @ z.T
+    S_w = S.detach() if detach_weights else S
+    beta_w = beta.to(S.dtype) if beta_is_tensor else beta
+    logq = tilted_log_weights(S_w, allowed, beta_w)
+
+    if estimator == "expectation":
+        if psi == "triplet":
+            a = S / tau
+            c = S / tau - margin  # c[i, j] threshold for pair (i, j)
+            per_pair = expected_hinge(torch.exp(logq), a, c)
+        else:
+            m = log_expected_exp(logq, S, tau)
+            shift = math.log(num_negatives) if psi == "sum" else 0.0
+            # Rows without pairs have m = -inf when they have no negatives; keep them finite.
+            m = torch.where(has_pair, m, torch.zeros_like(m))
+            per_pair = F.softplus(m[:, None] + shift - S / tau)
+        return torch.where(pos_mask, per_pair, torch.zeros_like(per_pair)).sum() / num_pairs
+
+    if not detach_weights:
+        raise ValueError("detach_weights=False is only defined for estimator='expectation'")
+    rows, cols = torch.nonzero(pos_mask, as_tuple=True)
+    idx = sample_negatives(logq, rows, num_negatives, generator)  # (P, K)
+    s_neg = S.reshape(-1)[rows[:, None] * B + idx]  # (P, K), gradients flow through S
+    s_pos = S[rows, cols][:, None]  # (P, 1)
+    if psi == "triplet":
+        per_pair = torch.relu((s_neg - s_pos) / tau + margin).mean(dim=1)
+    else:
+        lse = torch.logsumexp((s_neg - s_pos) / tau, dim=1)
+        if psi == "mean":
+            lse = lse - math.log(num_negatives)
+        per_pair = F.softplus(lse)
+    return per_pair.sum() / num_pairs
+
+
+def two_view_contrastive_loss(
+    z1: torch.Tensor, z2: torch.Tensor, labels: torch.Tensor, **kwargs
+) -> torch.Tensor:
+    """SCL / UCL family on two augmented views with labels.
+
+    The ``2B`` embeddings ``cat(z1, z2)`` with labels ``cat(labels, labels)`` go through
+    :func:`contrastive_loss`; each view's other view is then one of its positives (SupCon-style).
+    ``kwargs`` are those of :func:`contrastive_loss` (``setting`` required).
+    """
+    if not isinstance(z1, torch.Tensor) or not isinstance(z2, torch.Tensor) or z1.shape != z2.shape:
+        raise ValueError("z1 and z2 must be tensors of the same shape (B, d)")
+    labels = torch.as_tensor(labels, device=z1.device)
+    return contrastive_loss(torch.cat([z1, z2]), torch.cat([labels, labels]), **kwargs)
+
+
+_CANDIDATE_INDEX: dict[tuple[int, str], torch.Tensor] = {}
+
+
+def _candidate_index(N: int, device: torch.device) -> torch.Tensor:
+    """Column index ``(2N, 2N-1)``: positive ``(i+N) mod 2N`` first, then negatives ascending."""
+    key = (N, str(device))
+    idx = _CANDIDATE_INDEX.get(key)
+    if idx is None:
+        A = 2 * N
+        i = torch.arange(A, device=device)[:, None]
+        p = (i + N) % A
+        lo, hi = torch.minimum(i, p), torch.maximum(i, p)
+        r = torch.arange(A - 2, device=device)[None, :]
+        c = r + (r >= lo).long()
+        c = c + (c >= hi).long()
+        idx = torch.cat([p, c], dim=1)
+        if len(_CANDIDATE_INDEX) > 64:
+            _CANDIDATE_INDEX.clear()
+        _CANDIDATE_INDEX[key] = idx
+    return idx
+
+
+def two_view_candidates(
+    z1: torch.Tensor, z2: torch.Tensor, *, normalize: bool = True
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Similarities and per-anchor candidate rows of the two-view (NT-Xent) problem.
+
+    ``z = cat(z1, z2)`` (``2N`` anchors), L2-normalised row-wise when ``normalize`` (cosine
+    similarity), ``S = z z^T``. Row ``i`` of ``cand`` is ``[S[i, p(i)], S[i, negatives]]`` with
+    ``p(i) = (i + N) mod 2N`` and the ``2N - 2`` negatives (all but ``i`` and ``p(i)``) in
+    ascending column order (spec/weince.md §2.1). Computed in float32 for half inputs.
+
+    Shapes: ``z1, z2`` ``(N, d)`` -> ``S`` ``(2N, 2N)``, ``cand`` ``(2N, 2N - 1)``.
+    """
+    if not isinstance(z1, torch.Tensor) or not isinstance(z2, torch.Tensor):
+        raise ValueError("z1 and z2 must be torch tensors")
+    if z1.dim() != 2 or z1.shape != z2.shape:
+        raise ValueError(
+            f"z1 and z2 must be 2-D with the same shape (N, d), got {tuple(z1.shape)} and {tuple(z2.shape)}"
+        )
+    N = z1.shape[0]
+    if N < 2:
+        raise ValueError(f"need N >= 2 pairs (at least one negative per anchor), got N={N}")
+    z = as_float_tensor(torch.cat([z1, z2]))
+    if normalize:
+        z = F.normalize(z, dim=1, eps=1e-12)
+    S = z @ z.T
+    return S, torch.gather(S, 1, _candidate_index(N, z.device))
+
+
+def info_nce(z1: torch.Tensor, z2: torch.Tensor, tau: float = 0.5, *, normalize: bool = True) -> torch.Tensor:
+    """Two-view InfoNCE / NT-Xent (SimCLR, Chen et al. 2020).
+
+    ``L = mean_i -log( exp(S[i,p(i)]/tau) / sum_{k != i} exp(S[i,k]/tau) )`` over the ``2N``
+    anchors of ``cat(z1, z2)``, cosine similarities when ``normalize``. Shapes ``(N, d)`` each ->
+    scalar. Equal, bit for bit, to WeiNCE with ``lambda = 0`` (both use
+    :func:`two_view_candidates`).
+    """
+    tau = _check_positive("tau", tau)
+    _, cand = two_view_candidates(z1, z2, normalize=normalize)
+    target = torch.zeros(cand.shape[0], dtype=torch.long, device=cand.device)
+    return F.cross_entropy(cand / tau, target)
+
+
+def _named(setting: str, default_beta: float | None, name: str, doc: str):
+    def loss(z, labels, beta: float | None = None, **kwargs):
+        if beta is None:
+            if default_beta is None:
+                raise ValueError(f"{name} needs beta > 0 (hardness)")
+            beta = default_beta
+        if default_beta == 0.0 and float(beta) != 0.0:
+            raise ValueError(f"{name} has beta = 0; use H{name} for beta > 0")
+        return contrastive_loss(z, labels, setting=setting, beta=beta, **kwargs)
+
+    loss.__name__ = name
+    loss.__qualname__ = name
+    loss.__doc__ = doc
+    return loss
+
+
+SCL = _named("supervised", 0.0, "SCL", "Supervised contrastive loss: ``contrastive_loss(setting='supervised', beta=0)``.")
+HSCL = _named("supervised", None, "HSCL", "Hard-negative SCL: ``contrastive_loss(setting='supervised', beta=beta)``, beta > 0.")
+UCL = _named("unsupervised", 0.0, "UCL", "Unsupervised contrastive loss: ``contrastive_loss(setting='unsupervised', beta=0)``.")
+HUCL = _named("unsupervised", None, "HUCL", "Hard-negative UCL: ``contrastive_loss(setting='unsupervised', beta=beta)``, beta > 0.")
+
+#: method name -> (setting, whether beta > 0 is required)
+METHODS = {
+    "SCL": ("supervised", False),
+    "HSCL": ("supervised", True),
+    "UCL": ("unsupervised", False),
+    "HUCL": ("unsupervised", True),
+}
