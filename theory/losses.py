@@ -93,6 +93,7 @@ def contrastive_loss(
     generator: torch.Generator | None = None,
     num_classes: int | None = None,
     detach_weights: bool = True,
+    positive_groups: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """SCL / HSCL (``setting="supervised"``) or UCL / HUCL (``"unsupervised"``) batch loss.
 
@@ -116,6 +117,10 @@ def contrastive_loss(
         num_classes: optional ``C``; labels must then be ``< C``.
         detach_weights: no gradient through ``q_i`` (authors' code). ``False`` differentiates the
             exact expectation through the weights too (expectation estimator only).
+        positive_groups: optional ``(B,)`` integer ids defining positives instead of ``labels``
+            (members with the same id are positives), e.g. instance ids of two augmented views,
+            while ``labels`` still define the supervised negatives. Members of one group must
+            share a label.
 
     Returns:
         Scalar tensor: the mean over all ``P`` (anchor, positive) pairs.
@@ -154,7 +159,14 @@ def contrastive_loss(
 
     eye = torch.eye(B, dtype=torch.bool, device=z.device)
     same = labels[:, None] == labels[None, :]
-    pos_mask = same if self_positive else same & ~eye
+    if positive_groups is None:
+        pos_same = same
+    else:
+        groups = _validate_labels(positive_groups, B, z.device, None)
+        pos_same = groups[:, None] == groups[None, :]
+        if bool((pos_same & ~same).any()):
+            raise ValueError("positive_groups must not put members with different labels in one group")
+    pos_mask = pos_same if self_positive else pos_same & ~eye
     if setting == "supervised":
         allowed = ~same
     else:
