@@ -1,0 +1,277 @@
+"""Frozen, validated configuration of one synthetic training run.
+
+A run's identity is the hash of its *resolved* configuration (:meth:`RunConfig.key`): two configs
+that resolve to the same values (e.g. ``d=None`` and ``d=C-1``, ``batch_size=None`` and ``0``)
+share a key, so a results store keyed by it never trains the same run twice.
+
+The design of the synthetic study is the project's own (spec/hcl.md §4, "setup [unconfirmed]");
+defaults follow the authors' code where it has one (mean-form InfoNCE, tau = 1, K = 256, Adam
+lr 1e-3, weight decay 0, d = C - 1; spec/hcl.md §5.2-§5.3).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+from dataclasses import dataclass, fields
+from typing import Any
+
+__all__ = [
+    "METHODS",
+    "CONTRASTIVE_METHODS",
+    "TWO_VIEW_METHODS",
+    "PSI_FORMS",
+    "ESTIMATORS",
+    "NORMALIZATIONS",
+    "POSITIVES",
+    "ENCODERS",
+    "CENTRES",
+    "DTYPES",
+    "RunConfig",
+]
+
+#: SCL family (theory.losses.contrastive_loss) -> (setting, beta must be > 0).
+CONTRASTIVE_METHODS = {
+    "SCL": ("supervised", False),
+    "HSCL": ("supervised", True),
+    "UCL": ("unsupervised", False),
+    "HUCL": ("unsupervised", True),
+}
+#: Two-view (anchor, positive) losses: theory.losses.info_nce and theory.weince.weince_loss.
+TWO_VIEW_METHODS = ("InfoNCE", "WeiNCE")
+METHODS = tuple(CONTRASTIVE_METHODS) + TWO_VIEW_METHODS
+PSI_FORMS = ("mean", "sum", "triplet")
+ESTIMATORS = ("expectation", "sampled")
+NORMALIZATIONS = ("none", "ball", "sphere")
+POSITIVES = ("label", "noise")
+ENCODERS = ("free", "linear", "mlp")
+CENTRES = ("random", "orthogonal")
+DTYPES = ("float32", "float64")
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_real(v: Any) -> bool:
+    return (isinstance(v, (int, float)) and not isinstance(v, bool)) and math.isfinite(float(v))
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One synthetic run: data, encoder, loss, optimiser, seed.
+
+    Attributes:
+        method: ``"SCL"``, ``"HSCL"``, ``"UCL"``, ``"HUCL"`` (spec/hcl.md §2.5, via
+            ``theory.losses.contrastive_loss``), ``"InfoNCE"`` or ``"WeiNCE"`` (two views).
+        beta: hardness of the tilt ``exp(beta z.z')``; 0 for SCL/UCL/InfoNCE/WeiNCE, > 0 for
+            HSCL/HUCL.
+        tau: temperature > 0 (psi is applied to ``t / tau``; authors: 1).
+        psi: ``"mean"`` (authors), ``"sum"`` or ``"triplet"`` (spec/hcl.md §2.1).
+        margin: triplet margin >= 0 (``psi="triplet"`` only).
+        estimator: ``"expectation"`` (exact tilted average, deterministic) or ``"sampled"``
+            (K negatives drawn with replacement per pair, authors' code).
+        num_negatives: K >= 1.
+        batch_size: mini-batch size; ``0``/``None`` = full batch. Mini-batches are drawn from a
+            fresh permutation each epoch, ``drop_last`` as in the authors' code.
+        lr: Adam learning rate > 0.
+        weight_decay: Adam (L2) weight decay >= 0.
+        epochs: number of training epochs >= 0.
+        eval_every: metrics are recorded at epoch 0, every ``eval_every`` epochs and at the last.
+        normalization: ``"none"``, ``"ball"`` (authors: ``z / max(1, ||z||)``) or ``"sphere"``.
+        positives: ``"label"`` (another sample of the same class) or ``"noise"`` (the anchor plus
+            Gaussian noise of std ``noise_std``; breaks conditional independence, claim S2).
+        noise_std: std of the additive noise of ``"noise"`` positives (input space for
+            linear/MLP encoders, pre-normalisation embedding space for free features).
+        encoder: ``"free"`` (one learnable vector per sample), ``"linear"`` or ``"mlp"``.
+        hidden: hidden width of the MLP encoder.
+        d: embedding dimension; ``None`` = ``num_classes - 1`` (the authors' choice).
+        init_scale: free features start as ``N(0, init_scale^2 / d)`` per coordinate.
+        num_classes: C >= 2 latent classes (balanced).
+        n_per_class: training samples per class (>= 1).
+        n_test_per_class: held-out samples per class for NCM accuracy (0 = none).
+        input_dim: D, dimension of the Gaussian-mixture inputs.
+        separation: norm of every class centre.
+        sigma: within-class standard deviation per input coordinate.
+        centres: ``"random"`` (i.i.d. uniform directions) or ``"orthogonal"`` (needs D >= C).
+        seed: integer seed of everything random in the run (data, init, order, negatives).
+        record_means: also record the (C, d) class means per recorded epoch.
+        dtype: ``"float32"`` or ``"float64"``.
+    """
+
+    method: str = "SCL"
+    beta: float = 0.0
+    tau: float = 1.0
+    psi: str = "mean"
+    margin: float = 1.0
+    estimator: str = "expectation"
+    num_negatives: int = 256
+    batch_size: int | None = 0
+    lr: float = 1e-3
+    weight_decay: float = 0.0
+    epochs: int = 100
+    eval_every: int = 1
+    normalization: str = "sphere"
+    positives: str = "label"
+    noise_std: float = 0.1
+    encoder: str = "free"
+    hidden: int = 128
+    d: int | None = None
+    init_scale: float = 1.0
+    num_classes: int = 10
+    n_per_class: int = 50
+    n_test_per_class: int = 20
+    input_dim: int = 64
+    separation: float = 3.0
+    sigma: float = 1.0
+    centres: str = "random"
+    seed: int = 0
+    record_means: bool = False
+    dtype: str = "float32"
+
+    def __post_init__(self) -> None:
+        def choice(name: str, options) -> None:
+            v = getattr(self, name)
+            if v not in options:
+                raise ValueError(f"{name} must be one of {tuple(options)}, got {v!r}")
+
+        def integer(name: str, lo: int) -> None:
+            v = getattr(self, name)
+            if not _is_int(v) or v < lo:
+                raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
+
+        def real(name: str, lo: float, strict: bool) -> None:
+            v = getattr(self, name)
+            if not _is_real(v) or (v <= lo if strict else v < lo):
+                op = ">" if strict else ">="
+                raise ValueError(f"{name} must be a finite number {op} {lo}, got {v!r}")
+            object.__setattr__(self, name, float(v))
+
+        choice("method", METHODS)
+        choice("psi", PSI_FORMS)
+        choice("estimator", ESTIMATORS)
+        choice("normalization", NORMALIZATIONS)
+        choice("positives", POSITIVES)
+        choice("encoder", ENCODERS)
+        choice("centres", CENTRES)
+        choice("dtype", DTYPES)
+        real("beta", 0.0, strict=False)
+        real("tau", 0.0, strict=True)
+        real("margin", 0.0, strict=False)
+        real("lr", 0.0, strict=True)
+        real("weight_decay", 0.0, strict=False)
+        real("noise_std", 0.0, strict=False)
+        real("init_scale", 0.0, strict=True)
+        real("separation", 0.0, strict=False)
+        real("sigma", 0.0, strict=False)
+        integer("num_negatives", 1)
+        integer("epochs", 0)
+        integer("eval_every", 1)
+        integer("hidden", 1)
+        integer("num_classes", 2)
+        integer("n_per_class", 1)
+        integer("n_test_per_class", 0)
+        integer("input_dim", 1)
+        integer("seed", 0)
+        if self.batch_size is None:
+            object.__setattr__(self, "batch_size", 0)
+        if not _is_int(self.batch_size) or self.batch_size < 0 or self.batch_size == 1:
+            raise ValueError(
+                f"batch_size must be 0/None (full batch) or an integer >= 2, got {self.batch_size!r}"
+            )
+        if self.d is not None and (not _is_int(self.d) or self.d < 1):
+            raise ValueError(f"d must be None (= num_classes - 1) or an integer >= 1, got {self.d!r}")
+        if not isinstance(self.record_means, bool):
+            raise ValueError(f"record_means must be a bool, got {self.record_means!r}")
+        if self.method in CONTRASTIVE_METHODS:
+            needs_beta = CONTRASTIVE_METHODS[self.method][1]
+            if needs_beta and not self.beta > 0:
+                raise ValueError(f"beta must be > 0 for method {self.method!r}, got {self.beta}")
+            if not needs_beta and self.beta != 0:
+                raise ValueError(
+                    f"beta must be 0 for method {self.method!r} (use H{self.method} for "
+                    f"hard negatives), got {self.beta}"
+                )
+        else:
+            if self.beta != 0:
+                raise ValueError(f"beta must be 0 for method {self.method!r}, got {self.beta}")
+        if self.positives == "noise" and not self.noise_std > 0:
+            raise ValueError(f"noise_std must be > 0 for positives='noise', got {self.noise_std}")
+        if self.centres == "orthogonal" and self.input_dim < self.num_classes:
+            raise ValueError(
+                f"input_dim must be >= num_classes = {self.num_classes} for orthogonal centres, "
+                f"got {self.input_dim}"
+            )
+        if self.method in TWO_VIEW_METHODS and self.n_per_class < 2 and self.positives == "label":
+            raise ValueError(
+                f"n_per_class must be >= 2 for {self.method} with label positives (a partner "
+                f"other than the anchor), got {self.n_per_class}"
+            )
+
+    # ------------------------------------------------------------------ derived quantities
+    @property
+    def embed_dim(self) -> int:
+        """The resolved embedding dimension ``d`` (``num_classes - 1`` when ``d`` is None)."""
+        return self.num_classes - 1 if self.d is None else self.d
+
+    @property
+    def num_train(self) -> int:
+        """N = C * n_per_class training samples."""
+        return self.num_classes * self.n_per_class
+
+    @property
+    def setting(self) -> str | None:
+        """``"supervised"`` / ``"unsupervised"`` for the SCL family, None for two-view losses."""
+        entry = CONTRASTIVE_METHODS.get(self.method)
+        return entry[0] if entry else None
+
+    @property
+    def torch_dtype(self):
+        """The torch dtype of the run."""
+        import torch
+
+        return torch.float64 if self.dtype == "float64" else torch.float32
+
+    # ------------------------------------------------------------------ (de)serialisation
+    def to_dict(self) -> dict[str, Any]:
+        """Flat, JSON-able dict of the **resolved** config (``d`` filled in, batch_size 0 = full)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["d"] = self.embed_dim
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "RunConfig":
+        """Build from a (possibly partial) flat dict; unknown keys raise ValueError.
+
+        Keys not present take their defaults; ``run_key``/metric columns are not accepted.
+        """
+        if not isinstance(data, dict):
+            raise ValueError(f"data must be a dict, got {type(data).__name__}")
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise ValueError(f"unknown RunConfig field(s): {unknown}")
+        kwargs = {}
+        for k, v in data.items():
+            # Tolerate numpy scalars (e.g. from a pandas row).
+            if hasattr(v, "item") and not isinstance(v, (str, bytes)):
+                v = v.item()
+            if k in ("d",) and isinstance(v, float) and math.isnan(v):
+                v = None
+            kwargs[k] = v
+        return cls(**kwargs)
+
+    def key(self) -> str:
+        """Stable 16-hex-digit identity: sha1 of the sorted-key JSON of :meth:`to_dict`."""
+        blob = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha1(blob.encode("utf-8")).hexdigest()[:16]
+
+    def replace(self, **changes: Any) -> "RunConfig":
+        """A copy with ``changes`` applied (validated again). Unknown names raise ValueError."""
+        names = {f.name for f in fields(self)}
+        unknown = sorted(set(changes) - names)
+        if unknown:
+            raise ValueError(f"unknown RunConfig field(s): {unknown}")
+        return dataclasses.replace(self, **changes)
