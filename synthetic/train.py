@@ -1,0 +1,410 @@
+"""Adam training of one synthetic run, recording NC/DC metrics per epoch (spec/hcl.md §4, §6).
+
+:func:`train_run` trains the run described by a ``synthetic.config.RunConfig`` and returns a tidy
+table: one row per recorded epoch, the resolved config columns (``RunConfig.to_dict()``), then
+``run_key`` (``config.key()``), ``epoch`` and the metric columns of :data:`METRIC_COLUMNS`.
+
+**Epochs.** Row ``epoch = 0`` is the initialisation (before any update; its ``loss`` is NaN);
+row ``epoch = e >= 1`` is the state after ``e`` epochs of training. Rows are recorded at epoch 0,
+every ``eval_every`` epochs, and at the last epoch. (The authors' two folders disagree on the
+timing, spec/hcl.md §8 quirk 11; this module's convention is unambiguous.)
+
+**Batches.** Full batch (``batch_size`` 0 or >= N): one step per epoch on all N samples in index
+order. Mini-batches: a fresh permutation per epoch (``"order"`` stream), ``N // batch_size`` steps
+(drop_last, as the authors' loader).
+
+**How each method consumes the data** (per step, on the batch ``idx`` with labels ``y``):
+
+* SCL/HSCL/UCL/HUCL, ``positives="label"``: the authors' batched loss,
+  ``theory.losses.contrastive_loss(z, y, setting=..., self_positive=True)``: every same-label batch
+  member, the anchor included, is a positive (spec/hcl.md §2.5).
+* SCL/HSCL/UCL/HUCL, ``positives="noise"``: the 2B embeddings ``cat(f(x), f(x + noise))`` with
+  labels ``cat(y, y)`` and ``positive_groups = cat(arange(B), arange(B))``, ``self_positive=False``:
+  the only positive of a view is its noisy copy, while the **labels** still define the supervised
+  negatives (other-label members of the 2B batch) and the unsupervised negatives are all 2B
+  members (anchor included, as in the authors' UCL code).
+* InfoNCE/WeiNCE: two views ``(z1, z2)``: ``z1 = f(x_idx)``, ``z2`` = a uniformly random other
+  sample of the same class from the whole training set (``"label"``,
+  :func:`synthetic.data.same_class_partners`) or ``f(x_idx + noise)`` (``"noise"``);
+  ``theory.losses.info_nce(z1, z2, tau, normalize=False)`` /
+  ``theory.weince.weince_loss(z1, z2, tau=tau, recipe="core")``. The config's ``normalization`` is
+  the only normalisation applied (``info_nce`` does not renormalise).
+
+**Metrics** (no grad, float64, on the normalised embeddings ``z`` of the full training set,
+``theory.collapse``): the paper conditions ``unit_norm``, ``zero_sum``, ``etf_mean``, ``etf_max``,
+``within_class_variation``; the standard ``nc1``, ``nc2_equinorm``, ``nc2_equiangularity``,
+``etf_error``; ``effective_rank`` (of the class-mean matrix M; ``C - 1`` at an ETF), ``rankme`` (of
+Z), ``spectrum_min`` (``log(sigma_min / sigma_max)`` of the class-mean covariance over its first
+``min(C - 1, d)`` values: 0 at an ETF, very negative under dimensional collapse), ``mean_norm``
+(mean ``||z_i||``); ``ncm_acc`` (held-out NCM top-1, raw inner product with un-normalised means;
+NaN for free features, which have no held-out inputs, or without a test set) and ``train_ncm_acc``.
+A metric that is undefined at a state (e.g. NC1 when all class means coincide) is NaN.
+
+**Losses.** ``loss``: the epoch mean of the training mini-batch losses (the authors' logged
+quantity). ``full_loss``: the loss on the whole training set as one batch with the exact
+(``"expectation"``) estimator, at the recorded state (noise / partners drawn from the ``"eval"``
+stream, re-seeded at every evaluation, hence identical at every epoch); NaN when 2N > 8192.
+``optimum``: the closed-form NC value of the *training* loss (spec/hcl.md §3.3-§3.6; L*_SCL for
+SCL/HSCL, L*_UCL for UCL/HUCL (a lower bound, not attained for HUCL at beta > 0); NaN for
+InfoNCE/WeiNCE). ``gap_to_optimum = loss - optimum``; ``full_gap = full_loss - optimum_full``
+where ``optimum_full`` is the closed form for the expectation estimator (identical except UCL/HUCL
+with ``estimator="sampled"``, where the optimum is the K-binomial value and the expectation form
+is its K -> infinity limit). For UCL with mini-batches the optimum assumes the population
+same-class fraction 1/C, so a small negative gap is possible.
+
+**class_means.** With ``record_means=True`` a column ``class_means`` holds, per row, the JSON
+string of the ``(C, d)`` list of the class means (decode with :func:`decode_class_means`).
+
+**Determinism.** Every random draw comes from seeded CPU generators (``synthetic.data``), so the
+same config gives an identical table (bit for bit on the same machine and thread count).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from synthetic.config import CONTRASTIVE_METHODS, RunConfig
+from synthetic.data import make_data, noise_like, run_generators, same_class_partners, stream_seed
+from synthetic.models import build_model
+
+__all__ = [
+    "METRIC_COLUMNS",
+    "FULL_LOSS_MAX",
+    "train_run",
+    "collapse_metrics",
+    "closed_form_optimum",
+    "decode_class_means",
+    "recorded_epochs",
+    "epoch_batches",
+]
+
+METRIC_COLUMNS = (
+    "loss",
+    "full_loss",
+    "optimum",
+    "gap_to_optimum",
+    "full_gap",
+    "unit_norm",
+    "zero_sum",
+    "etf_mean",
+    "etf_max",
+    "within_class_variation",
+    "nc1",
+    "nc2_equinorm",
+    "nc2_equiangularity",
+    "etf_error",
+    "effective_rank",
+    "rankme",
+    "spectrum_min",
+    "mean_norm",
+    "ncm_acc",
+    "train_ncm_acc",
+)
+
+#: full_loss is computed only when the evaluation batch (N, or 2N for two views) is at most this.
+FULL_LOSS_MAX = 8192
+
+
+# ------------------------------------------------------------------------------ closed forms
+
+
+def closed_form_optimum(config: RunConfig, estimator: str | None = None) -> float:
+    """Closed-form NC value of the loss of ``config`` (spec/hcl.md §3.3, §3.5).
+
+    With ``a = -C / ((C - 1) tau)`` (the scaled cross-class ``t`` at NC) and ``K`` negatives:
+
+    * SCL/HSCL: ``psi(a, ..., a)``: mean ``log(1 + e^a)``, sum ``log(1 + K e^a)``,
+      triplet ``max(0, a + margin)`` (L*_SCL; attained at NC for every beta).
+    * UCL/HUCL (same-class negatives have ``t = 0``): sampled estimator ->
+      ``sum_m Binom(m; K, 1/C) psi(0^m, a^(K-m))``; expectation estimator -> the same with the
+      average inside psi: mean ``log(1 + 1/C + (1 - 1/C) e^a)``, sum ``log(1 + K(...))``, triplet
+      ``margin/C + (1 - 1/C) max(0, a + margin)`` (L*_UCL; a lower bound for HUCL).
+    * InfoNCE/WeiNCE: NaN (no closed form used here).
+
+    Args:
+        config: the run.
+        estimator: override ``config.estimator`` (``"expectation"`` or ``"sampled"``).
+    """
+    est = config.estimator if estimator is None else estimator
+    if est not in ("expectation", "sampled"):
+        raise ValueError(f"estimator must be 'expectation' or 'sampled', got {est!r}")
+    if config.method not in CONTRASTIVE_METHODS:
+        return float("nan")
+    C, K, tau, psi, margin = config.num_classes, config.num_negatives, config.tau, config.psi, config.margin
+    a = -C / ((C - 1) * tau)
+
+    def psi_of(m, k):  # m same-class (t = 0) and k - m cross-class (t = a) negatives, arrays ok
+        frac = (m + (k - m) * math.exp(a)) / k
+        if psi == "mean":
+            return np.log1p(frac)
+        if psi == "sum":
+            return np.log1p(k * frac)
+        return (m * margin + (k - m) * max(0.0, a + margin)) / k
+
+    if CONTRASTIVE_METHODS[config.method][0] == "supervised":
+        return float(psi_of(0, K))
+    if est == "expectation" or psi == "triplet":
+        return float(psi_of(1.0 / C, 1.0) if psi != "sum" else np.log1p(K * ((1 / C) + (1 - 1 / C) * math.exp(a))))
+    from scipy.stats import binom
+
+    m = np.arange(K + 1)
+    return float(np.sum(binom.pmf(m, K, 1.0 / C) * psi_of(m.astype(np.float64), K)))
+
+
+# ------------------------------------------------------------------------------ metrics
+
+
+def _safe(fn, *args, **kwargs) -> float:
+    try:
+        v = float(fn(*args, **kwargs))
+    except ValueError:
+        return float("nan")
+    return v
+
+
+def collapse_metrics(
+    z: torch.Tensor,
+    labels: torch.Tensor,
+    num_classes: int,
+    test_z: torch.Tensor | None = None,
+    test_labels: torch.Tensor | None = None,
+) -> tuple[dict[str, float], np.ndarray]:
+    """NC/DC metrics of embeddings ``z`` ``(N, d)`` (see the module docstring), via theory.collapse.
+
+    Returns ``(metrics, mu)``: a dict of floats with the metric columns other than the losses, and
+    the ``(C, d)`` float64 class means as a numpy array.
+    """
+    from theory import collapse as col
+
+    with torch.no_grad():
+        z = z.detach().to(torch.float64)
+        mu_t = col.class_means(z, labels, num_classes)
+        cond = col.paper_conditions(mu_t)
+        C, d = mu_t.shape
+        r = min(C - 1, d)
+        spec = col.class_mean_spectrum(mu_t)
+        out = {
+            "unit_norm": cond["unit_norm"],
+            "zero_sum": cond["zero_sum"],
+            "etf_mean": cond["etf_mean"],
+            "etf_max": cond["etf_max"],
+            "within_class_variation": col.within_class_variation(z, labels, num_classes),
+            "nc1": _safe(col.nc1, z, labels, num_classes),
+            "nc2_equinorm": _safe(col.nc2_equinorm, mu_t),
+            "nc2_equiangularity": _safe(col.nc2_equiangularity, mu_t),
+            "etf_error": _safe(col.etf_error, mu_t),
+            "effective_rank": _safe(col.effective_rank, mu_t),
+            "rankme": _safe(col.rankme, z),
+            "spectrum_min": float(spec[r - 1]) if r >= 1 else float("nan"),
+            "mean_norm": float(torch.linalg.vector_norm(z, dim=1).mean()),
+            "train_ncm_acc": _safe(col.ncm_accuracy, z, labels, z, labels, num_classes=num_classes),
+        }
+        if test_z is not None and test_labels is not None and test_z.shape[0] > 0:
+            out["ncm_acc"] = _safe(
+                col.ncm_accuracy, z, labels, test_z.detach().to(torch.float64), test_labels,
+                num_classes=num_classes,
+            )
+        else:
+            out["ncm_acc"] = float("nan")
+    return out, mu_t.cpu().numpy()
+
+
+def decode_class_means(value: str) -> np.ndarray:
+    """Decode a ``class_means`` cell (JSON list of lists) to a ``(C, d)`` float64 array."""
+    if not isinstance(value, str):
+        raise ValueError(f"value must be a JSON string, got {type(value).__name__}")
+    return np.asarray(json.loads(value), dtype=np.float64)
+
+
+# ------------------------------------------------------------------------------ schedule
+
+
+def recorded_epochs(epochs: int, eval_every: int) -> list[int]:
+    """Epochs with a row: 0, every ``eval_every``, and ``epochs``."""
+    out = list(range(0, epochs + 1, eval_every))
+    if out[-1] != epochs:
+        out.append(epochs)
+    return out
+
+
+def epoch_batches(N: int, batch_size: int, generator: torch.Generator) -> torch.Tensor:
+    """Index batches ``(steps, b)`` of one epoch (full batch: ``arange(N)[None]``, no draw)."""
+    if batch_size == 0 or batch_size >= N:
+        return torch.arange(N)[None]
+    perm = torch.randperm(N, generator=generator)
+    steps = N // batch_size
+    return perm[: steps * batch_size].view(steps, batch_size)
+
+
+# ------------------------------------------------------------------------------ losses
+
+
+def _two_view_loss(config: RunConfig, z1: torch.Tensor, z2: torch.Tensor) -> torch.Tensor:
+    if config.method == "InfoNCE":
+        from theory.losses import info_nce
+
+        return info_nce(z1, z2, tau=config.tau, normalize=False)
+    from theory.weince import weince_loss  # written concurrently; imported lazily
+
+    return weince_loss(z1, z2, tau=config.tau, recipe="core")
+
+
+def _batch_loss(
+    config: RunConfig,
+    model,
+    data,
+    idx: torch.Tensor,
+    generator: torch.Generator,
+    estimator: str | None = None,
+) -> torch.Tensor:
+    """Loss of one batch ``idx`` (B,) -- see the module docstring for each method.
+
+    Random draws from ``generator`` in this order: positives' noise (``"noise"``) or partners
+    (two-view ``"label"``), then the sampled negatives (inside ``contrastive_loss``).
+    """
+    from theory.losses import contrastive_loss
+
+    free = config.encoder == "free"
+    inputs = (lambda i: i) if free else (lambda i: data.x_train[i])
+    y = data.y_train[idx]
+    B = idx.shape[0]
+    dtype = config.torch_dtype
+    device = data.y_train.device
+    noise_dim = config.embed_dim if free else config.input_dim
+    if config.method in CONTRASTIVE_METHODS:
+        kw: dict[str, Any] = dict(
+            setting=CONTRASTIVE_METHODS[config.method][0],
+            beta=config.beta,
+            tau=config.tau,
+            psi=config.psi,
+            estimator=config.estimator if estimator is None else estimator,
+            num_negatives=config.num_negatives,
+            margin=config.margin,
+            generator=generator,
+            num_classes=config.num_classes,
+        )
+        if config.positives == "label":
+            return contrastive_loss(model(inputs(idx)), y, **kw)
+        noise = noise_like((B, noise_dim), config.noise_std, generator=generator, dtype=dtype, device=device)
+        z = torch.cat([model(inputs(idx)), model(inputs(idx), noise)])
+        ids = torch.arange(B, device=device)
+        return contrastive_loss(
+            z, torch.cat([y, y]), positive_groups=torch.cat([ids, ids]), self_positive=False, **kw
+        )
+    if config.positives == "label":
+        partner = same_class_partners(data.y_train, idx, generator=generator)
+        z2 = model(inputs(partner))
+    else:
+        noise = noise_like((B, noise_dim), config.noise_std, generator=generator, dtype=dtype, device=device)
+        z2 = model(inputs(idx), noise)
+    return _two_view_loss(config, model(inputs(idx)), z2)
+
+
+# ------------------------------------------------------------------------------ evaluation
+
+
+def _embed(config: RunConfig, model, data) -> tuple[torch.Tensor, torch.Tensor | None]:
+    if config.encoder == "free":
+        return model(torch.arange(data.num_train, device=data.y_train.device)), None
+    return model(data.x_train), (model(data.x_test) if data.x_test.shape[0] > 0 else None)
+
+
+def _row_metrics(config: RunConfig, model, data, optimum: float, optimum_full: float) -> tuple[dict, np.ndarray]:
+    with torch.no_grad():
+        z, zt = _embed(config, model, data)
+        metrics, mu = collapse_metrics(z, data.y_train, config.num_classes, zt, data.y_test)
+        n_eval = data.num_train * (1 if (config.method in CONTRASTIVE_METHODS and config.positives == "label") else 2)
+        if n_eval <= FULL_LOSS_MAX:
+            g = torch.Generator()
+            g.manual_seed(stream_seed(config.seed, "eval"))
+            idx = torch.arange(data.num_train, device=data.y_train.device)
+            try:
+                full = float(_batch_loss(config, model, data, idx, g, estimator="expectation"))
+            except ValueError:
+                full = float("nan")
+        else:
+            full = float("nan")
+    metrics["full_loss"] = full
+    metrics["optimum"] = optimum
+    metrics["full_gap"] = full - optimum_full
+    return metrics, mu
+
+
+# ------------------------------------------------------------------------------ training
+
+
+def _progress(iterable, enabled: bool, desc: str, total: int | None = None):
+    if not enabled:
+        return iterable
+    import sys
+
+    from tqdm.auto import tqdm
+
+    return tqdm(iterable, desc=desc, total=total, disable=not sys.stderr.isatty(), leave=False)
+
+
+def _assemble(config: RunConfig, records: list[dict]) -> pd.DataFrame:
+    base = config.to_dict()
+    base["run_key"] = config.key()
+    cols = list(base) + ["epoch"] + list(METRIC_COLUMNS) + (["class_means"] if config.record_means else [])
+    rows = [{**base, **r} for r in records]
+    df = pd.DataFrame(rows, columns=cols)
+    df["epoch"] = df["epoch"].astype(np.int64)
+    return df
+
+
+def _record(config: RunConfig, epoch: int, loss: float, metrics: dict, mu: np.ndarray) -> dict:
+    r = {"epoch": epoch, "loss": loss, "gap_to_optimum": loss - metrics["optimum"], **metrics}
+    if config.record_means:
+        r["class_means"] = json.dumps(mu.tolist())
+    return r
+
+
+def train_run(config: RunConfig, *, progress: bool = False, device: str | torch.device = "cpu") -> pd.DataFrame:
+    """Train one run with Adam and return its per-epoch table (see the module docstring).
+
+    Args:
+        config: a validated :class:`synthetic.config.RunConfig`.
+        progress: show a tqdm bar over epochs (only on a terminal).
+        device: torch device of the model and data (random draws stay on the CPU generators).
+
+    Returns:
+        ``pandas.DataFrame`` with ``len(recorded_epochs(epochs, eval_every))`` rows; columns: the
+        resolved config fields, ``run_key``, ``epoch``, :data:`METRIC_COLUMNS` and, with
+        ``record_means``, ``class_means`` (JSON string).
+
+    Raises:
+        ValueError: ``config`` is not a RunConfig, or a batch is degenerate for the loss (e.g. a
+            single-class mini-batch under SCL).
+    """
+    if not isinstance(config, RunConfig):
+        raise ValueError(f"config must be a RunConfig, got {type(config).__name__}")
+    gens = run_generators(config.seed)
+    data = make_data(config, device=device)
+    model = build_model(config, generator=gens["init"]).to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    optimum = closed_form_optimum(config)
+    optimum_full = closed_form_optimum(config, "expectation")
+    record_at = set(recorded_epochs(config.epochs, config.eval_every))
+
+    metrics, mu = _row_metrics(config, model, data, optimum, optimum_full)
+    records = [_record(config, 0, float("nan"), metrics, mu)]
+    for epoch in _progress(range(1, config.epochs + 1), progress, f"run {config.key()}", config.epochs):
+        batches = epoch_batches(data.num_train, config.batch_size, gens["order"]).to(device)
+        total = torch.zeros((), dtype=torch.float64)
+        for idx in batches:
+            loss = _batch_loss(config, model, data, idx, gens["step"])
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            total += loss.detach().to(torch.float64).cpu()
+        if epoch in record_at:
+            metrics, mu = _row_metrics(config, model, data, optimum, optimum_full)
+            records.append(_record(config, epoch, float(total) / batches.shape[0], metrics, mu))
+    return _assemble(config, records)
