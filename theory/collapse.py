@@ -456,6 +456,13 @@ def _nc1_from_cov(sw: torch.Tensor, sb: torch.Tensor, C: int, rtol: float | None
     d = sb.shape[0]
     if rtol is None:
         rtol = max(d, C) * _EPS64
+    else:
+        try:
+            rtol = float(rtol)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"rtol must be a number in [0, 1) or None, got {rtol!r}") from exc
+        if not 0.0 <= rtol < 1.0:
+            raise ValueError(f"rtol must be a number in [0, 1) or None, got {rtol}")
     sw = (sw + sw.T) / 2
     sb = (sb + sb.T) / 2
     evals, evecs = torch.linalg.eigh(sb)  # ascending
@@ -553,7 +560,7 @@ def nc2_equinorm(mu, global_mean=None) -> float:
     avg = norms.mean()
     if not float(avg) > 0:
         raise ValueError("mu: every centred class mean is zero; the equinorm ratio is undefined")
-    return float(norms.std(unbiased=True) / avg)
+    return float(norms.std(correction=1) / avg)
 
 
 def _centred_cosines(mu, global_mean) -> torch.Tensor:
@@ -570,7 +577,7 @@ def nc2_equiangularity(mu, global_mean=None) -> float:
     in :func:`nc2_equinorm`. A centred mean that is exactly zero has cosine 0 (convention).
     """
     cos = _centred_cosines(mu, global_mean)
-    return float(_offdiag(cos).std(unbiased=True))
+    return float(_offdiag(cos).std(correction=1))
 
 
 def nc2_max_angle(mu, global_mean=None) -> float:

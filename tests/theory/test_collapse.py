@@ -344,6 +344,9 @@ def test_nc1_matches_pinv_reference(C, d, unbalanced):
     assert got == pytest.approx(v1, rel=1e-9) and got == pytest.approx(v2, rel=1e-9)
     np.testing.assert_allclose(within_class_covariance(z, labels).numpy(), sw, atol=1e-12)
     np.testing.assert_allclose(between_class_covariance(z, labels).numpy(), sb, atol=1e-12)
+    # with no relative cut-off, the restriction to the top C - 1 eigenpairs alone keeps it exact
+    # (Sigma_B has d - C + 1 round-off eigenvalues near 1e-17 that a plain inverse would divide by)
+    assert nc1(z, labels, rtol=0.0) == pytest.approx(v1, rel=1e-9)
     # float32 input agrees (statistics in float64)
     assert nc1(torch.tensor(z, dtype=torch.float32), labels) == pytest.approx(v1, rel=1e-5)
 
@@ -612,6 +615,8 @@ def test_invalid_inputs_raise_value_error():
             fn(bad, y)
     with pytest.raises(ValueError, match="num_classes"):
         class_means(z, y, num_classes=0)
+    with pytest.raises(ValueError, match="rtol"):
+        nc1(z, y, rtol=-1e-3)
     for fn in (paper_conditions, class_mean_spectrum, etf_error, nc2_equinorm, nc2_equiangularity, nc2_max_angle):
         with pytest.raises(ValueError, match="mu"):
             fn(np.ones((1, 3)))  # one class
