@@ -157,67 +157,131 @@ def contrastive_loss(
     if beta_is_tensor and beta.shape != (B,):
         raise ValueError(f"a per-anchor beta must have shape ({B},), got {tuple(beta.shape)}")
 
-    eye = torch.eye(B, dtype=torch.bool, device=z.device)
-    same = labels[:, None] == labels[None, :]
-    if positive_groups is None:
-        pos_same = same
-    else:
-        groups = _validate_labels(positive_groups, B, z.device, None)
-        pos_same = groups[:, None] == groups[None, :]
-        if bool((pos_same & ~same).any()):
-            raise ValueError("positive_groups must not put members with different labels in one group")
-    pos_mask = pos_same if self_positive else pos_same & ~eye
-    if setting == "supervised":
-        allowed = ~same
-    else:
-        allowed = ~eye if not self_negative else torch.ones_like(same)
-    has_pair = pos_mask.any(dim=1)
-    num_pairs = int(pos_mask.sum())
+    groups = labels if positive_groups is None else _validate_labels(positive_groups, B, z.device, None)
+    rows, cols = _positive_pairs(groups, self_positive)  # the P (anchor, positive) pairs
+    num_pairs = rows.numel()
     if num_pairs == 0:
         raise ValueError(
             "no (anchor, positive) pair in the batch: every class is a singleton and "
             "self_positive=False; the loss is undefined"
         )
-    starving = has_pair & ~allowed.any(dim=1)
+    if positive_groups is not None and bool((labels[rows] != labels[cols]).any()):
+        raise ValueError("positive_groups must not put members with different labels in one group")
+    # Negative sets: `allowed` (B, B) bool, or None when every batch member is allowed.
+    if setting == "supervised":
+        class_size = torch.bincount(labels)[labels]
+        starving = class_size[rows] == B
+        allowed = labels[:, None] != labels[None, :]
+    else:
+        starving = torch.full_like(rows, B == 1 and not self_negative, dtype=torch.bool)
+        allowed = None if self_negative else ~torch.eye(B, dtype=torch.bool, device=z.device)
     if bool(starving.any()):
-        i = int(torch.nonzero(starving)[0])
+        i = int(rows[starving][0])
         raise ValueError(
             f"anchor {i} (label {int(labels[i])}) has an empty negative set in setting={setting!r} "
             "(a batch with a single class?); the loss is undefined"
         )
 
     S = z @ z.T
-    S_w = S.detach() if detach_weights else S
-    beta_w = beta.to(S.dtype) if beta_is_tensor else beta
-    logq = tilted_log_weights(S_w, allowed, beta_w)
+    beta_w = beta.to(S.dtype)[:, None] if beta_is_tensor else beta
+    if estimator == "expectation" and psi != "triplet" and detach_weights:
+        shift = math.log(num_negatives) if psi == "sum" else 0.0
+        return _ExpectedPsi.apply(S, rows, cols, allowed, beta_w, tau, shift)
 
+    if allowed is None:
+        allowed = torch.ones(B, B, dtype=torch.bool, device=z.device)
+    S_w = S.detach() if detach_weights else S
+    logq = tilted_log_weights(S_w, allowed, beta_w if not beta_is_tensor else beta_w[:, 0])
     if estimator == "expectation":
         if psi == "triplet":
-            a = S / tau
-            c = S / tau - margin  # c[i, j] threshold for pair (i, j)
-            per_pair = expected_hinge(torch.exp(logq), a, c)
-        else:
+            c = S / tau - margin  # c[i, j]: hinge threshold of pair (i, j)
+            per_pair = expected_hinge(torch.exp(logq), S / tau, c)[rows, cols]
+        else:  # weights differentiated too (detach_weights=False)
             m = log_expected_exp(logq, S, tau)
             shift = math.log(num_negatives) if psi == "sum" else 0.0
-            # Rows without pairs have m = -inf when they have no negatives; keep them finite.
-            m = torch.where(has_pair, m, torch.zeros_like(m))
-            per_pair = F.softplus(m[:, None] + shift - S / tau)
-        return torch.where(pos_mask, per_pair, torch.zeros_like(per_pair)).sum() / num_pairs
+            per_pair = F.softplus(m[rows] + shift - S[rows, cols] / tau)
+        return per_pair.sum() / num_pairs
 
     if not detach_weights:
         raise ValueError("detach_weights=False is only defined for estimator='expectation'")
-    rows, cols = torch.nonzero(pos_mask, as_tuple=True)
-    idx = sample_negatives(logq, rows, num_negatives, generator)  # (P, K)
-    s_neg = S.reshape(-1)[rows[:, None] * B + idx]  # (P, K), gradients flow through S
-    s_pos = S[rows, cols][:, None]  # (P, 1)
+    flat_idx = sample_negatives(logq, rows, num_negatives, generator, flat=True)  # (P, K)
+    s_pos = S[rows, cols] / tau  # (P,)
     if psi == "triplet":
-        per_pair = torch.relu((s_neg - s_pos) / tau + margin).mean(dim=1)
+        s_neg = torch.take(S, flat_idx) / tau  # (P, K), gradients flow through S
+        per_pair = torch.relu(s_neg - s_pos[:, None] + margin).mean(dim=1)
     else:
-        lse = torch.logsumexp((s_neg - s_pos) / tau, dim=1)
+        lse = torch.logsumexp(torch.take(S / tau, flat_idx), dim=1) - s_pos
         if psi == "mean":
             lse = lse - math.log(num_negatives)
         per_pair = F.softplus(lse)
     return per_pair.sum() / num_pairs
+
+
+def _positive_pairs(groups: torch.Tensor, self_positive: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """All (anchor, positive) index pairs ``(i, j)`` with ``groups[i] == groups[j]``.
+
+    Rows ascending, columns ascending within a row (the order of ``nonzero`` on the pair mask),
+    built in O(P) from the sorted groups instead of a ``(B, B)`` mask. ``self_positive=False``
+    drops ``j == i``.
+    """
+    B = groups.numel()
+    device = groups.device
+    order = torch.argsort(groups, stable=True)
+    counts = torch.bincount(groups)
+    starts = torch.cumsum(counts, 0) - counts
+    per_anchor = counts[groups]
+    rows = torch.repeat_interleave(torch.arange(B, device=device), per_anchor)
+    block_start = torch.cumsum(per_anchor, 0) - per_anchor
+    offsets = torch.arange(rows.numel(), device=device) - block_start[rows]
+    cols = order[starts[groups[rows]] + offsets]
+    if not self_positive:
+        keep = rows != cols
+        rows, cols = rows[keep], cols[keep]
+    return rows, cols
+
+
+class _ExpectedPsi(torch.autograd.Function):
+    """Fused exact-expectation InfoNCE (psi ``"mean"`` / ``"sum"``) with detached tilt weights.
+
+    Forward: ``A_i = logsumexp_n(beta S_in)`` and ``B_i = logsumexp_n((beta + 1/tau) S_in)`` over
+    the allowed ``n``, ``m_i = B_i - A_i = log E_{q_i} exp(S_in / tau)``, and
+    ``L = (1/P) sum_pairs softplus(m_i + shift - S_ij / tau)``.
+    Backward (``q`` held fixed): ``dL/dS_in = g_i r_in`` with ``r_i = softmax_n((beta + 1/tau) S_in)``
+    and ``g_i = (1/(P tau)) sum_{j in Pos(i)} sigmoid(.)``, minus ``sigmoid(.)/(P tau)`` at the
+    pairs. A handful of passes over ``(B, B)``, no ``(B, B)`` softplus and no mask of pairs.
+    """
+
+    @staticmethod
+    def forward(ctx, S, rows, cols, allowed, beta, tau, shift):  # noqa: D102
+        B = S.shape[0]
+        scalar_zero_beta = not isinstance(beta, torch.Tensor) and beta == 0.0
+        if scalar_zero_beta:
+            count = allowed.sum(dim=1).to(S.dtype) if allowed is not None else S.new_full((B,), float(B))
+            A = torch.log(count)
+            Y = S * (1.0 / tau)
+        else:
+            Y = S * beta
+        if allowed is not None:
+            Y.masked_fill_(~allowed, float("-inf"))
+        if not scalar_zero_beta:
+            A = torch.logsumexp(Y, dim=1)
+            Y.add_(S, alpha=1.0 / tau)
+        Bv = torch.logsumexp(Y, dim=1)
+        Bv = torch.where(torch.isfinite(Bv), Bv, torch.zeros_like(Bv))  # rows without negatives
+        arg = (Bv - A)[rows] + shift - S[rows, cols] / tau
+        ctx.save_for_backward(Y, Bv, rows, cols, torch.sigmoid(arg))
+        ctx.scale = 1.0 / (rows.numel() * tau)
+        return F.softplus(arg).sum() / rows.numel()
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_out):  # noqa: D102
+        Y, Bv, rows, cols, sig = ctx.saved_tensors
+        gp = sig * (grad_out * ctx.scale)
+        gm = torch.zeros_like(Bv).index_add_(0, rows, gp)
+        grad = (Y - Bv[:, None]).exp_().mul_(gm[:, None])  # Y stays intact (retain_graph)
+        grad.index_put_((rows, cols), -gp, accumulate=True)
+        return grad, None, None, None, None, None, None
 
 
 def two_view_contrastive_loss(

@@ -79,13 +79,20 @@ def tilted_log_weights(
     if S.shape != allowed.shape:
         raise ValueError(f"allowed must have the shape of S {tuple(S.shape)}, got {tuple(allowed.shape)}")
     beta_t = torch.as_tensor(beta, dtype=S.dtype, device=S.device)
+    empty = ~allowed.any(dim=1, keepdim=True)
+    any_empty = bool(empty.any())
+    if beta_t.dim() == 0 and float(beta_t) == 0.0:
+        # Uniform law: one pass, no exponentials.
+        count = allowed.sum(dim=1, keepdim=True).clamp(min=1).to(S.dtype)
+        return torch.where(allowed, -torch.log(count), torch.full_like(S, float("-inf")))
     if beta_t.dim() == 1:
         beta_t = beta_t[:, None]
-    logits = (beta_t * S).masked_fill(~allowed, float("-inf"))
-    empty = ~allowed.any(dim=1, keepdim=True)
+    logits = (beta_t * S).masked_fill_(~allowed, float("-inf"))
+    if not any_empty:  # log_softmax already gives -inf at the masked entries
+        return torch.log_softmax(logits, dim=1)
     # Give empty rows a harmless finite row, then mark them -inf again (no NaN anywhere).
-    logq = torch.log_softmax(logits.masked_fill(empty, 0.0), dim=1)
-    return logq.masked_fill(~allowed, float("-inf"))
+    logq = torch.log_softmax(logits.masked_fill_(empty, 0.0), dim=1)
+    return logq.masked_fill_(~allowed, float("-inf"))
 
 
 def log_expected_exp(logq: torch.Tensor, S: torch.Tensor, tau: float) -> torch.Tensor:
@@ -93,7 +100,7 @@ def log_expected_exp(logq: torch.Tensor, S: torch.Tensor, tau: float) -> torch.T
 
     Rows whose ``logq`` is all ``-inf`` give ``-inf``.
     """
-    return torch.logsumexp(logq + S / tau, dim=1)
+    return torch.logsumexp(torch.add(logq, S, alpha=1.0 / tau), dim=1)
 
 
 def expected_hinge(q: torch.Tensor, a: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
@@ -125,6 +132,8 @@ def sample_negatives(
     rows: torch.Tensor,
     num_negatives: int,
     generator: torch.Generator | None = None,
+    *,
+    flat: bool = False,
 ) -> torch.Tensor:
     """Draw ``num_negatives`` column indices i.i.d. from ``q_{rows[p]}`` for every pair ``p``.
 
@@ -134,8 +143,10 @@ def sample_negatives(
     Sampling weights carry no gradient.
 
     Shapes: ``logq`` ``(B, B)`` (``-inf`` = not allowed), ``rows`` ``(P,)`` long ->
-    indices ``(P, num_negatives)`` long. Uniforms come from ``generator`` (its device), so the same
-    generator state gives the same indices.
+    indices ``(P, num_negatives)`` long: column indices, or with ``flat=True`` indices into
+    ``logq.reshape(-1)`` (``rows * B + column``, what a gather from a ``(B, B)`` matrix needs).
+    Uniforms come from ``generator`` (its device), so the same generator state gives the same
+    indices.
     """
     if num_negatives < 1:
         raise ValueError(f"num_negatives must be >= 1, got {num_negatives}")
@@ -143,17 +154,18 @@ def sample_negatives(
     with torch.no_grad():
         q = torch.exp(logq.detach().to(torch.float64))
         cdf = torch.cumsum(q, dim=1)
-        total = cdf[:, -1]
+        offset = 2.0 * torch.arange(logq.shape[0], dtype=torch.float64, device=logq.device)
+        flat_cdf = (cdf + offset[:, None]).reshape(-1)
         allowed = q > 0
         last_allowed = (B - 1) - torch.argmax(torch.flip(allowed, dims=[1]).to(torch.int8), dim=1)
-        offset = 2.0 * torch.arange(logq.shape[0], dtype=torch.float64, device=logq.device)
-        flat = (cdf + offset[:, None]).reshape(-1)
+        last_flat = torch.arange(logq.shape[0], device=logq.device) * B + last_allowed
         gen_device = generator.device if generator is not None else logq.device
         u = torch.rand(
             rows.shape[0], num_negatives, generator=generator, dtype=torch.float64, device=gen_device
         ).to(logq.device)
-        values = u * total[rows][:, None] + offset[rows][:, None]
-        pos = torch.searchsorted(flat, values.reshape(-1), right=True).reshape(values.shape)
-        idx = pos - rows[:, None] * B
-        idx = torch.minimum(idx, last_allowed[rows][:, None])
-    return idx
+        values = torch.addcmul(offset[rows][:, None], u, cdf[rows, -1][:, None])
+        pos = torch.searchsorted(flat_cdf, values, right=True)
+        pos = torch.minimum(pos, last_flat[rows][:, None])
+        if not flat:
+            pos = pos - rows[:, None] * B
+    return pos
