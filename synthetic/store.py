@@ -174,13 +174,21 @@ def config_columns(frame: pd.DataFrame) -> list[str]:
 
 
 def _to_csv(frame: pd.DataFrame) -> str:
+    # float32 (and float16) columns are widened first: their float64 repr reads back exactly.
+    narrow = [c for c in frame.columns if pd.api.types.is_float_dtype(frame[c]) and frame[c].dtype.itemsize < 8]
+    if narrow:
+        frame = frame.astype({c: "float64" for c in narrow})
     buf = io.StringIO()
     frame.to_csv(buf, index=False, lineterminator="\n")
     return buf.getvalue()
 
 
+# pandas >= 3 parses floats round-trip by default and deprecates the option.
+_READ_KW = {} if int(pd.__version__.split(".")[0]) >= 3 else {"float_precision": "round_trip"}
+
+
 def _read_csv(path: Path) -> pd.DataFrame:
-    return pd.read_csv(path, float_precision="round_trip", keep_default_na=True)
+    return pd.read_csv(path, keep_default_na=True, **_READ_KW)
 
 
 def _normalise_run_frame(frame: pd.DataFrame, key: str | None) -> tuple[pd.DataFrame, str]:

@@ -1,0 +1,223 @@
+"""Command line of the synthetic experiments: ``python -m synthetic {sweep,summary,claims,grids}``.
+
+Examples::
+
+    python -m synthetic grids                                   # list the shipped claim grids
+    python -m synthetic sweep s1_scl_hscl_nc --results results/claims
+    python -m synthetic sweep synthetic/grids/*.toml --results results/claims --jobs 2
+    python -m synthetic sweep s3_hucl_beta --scale paper --scheduler tcp://10.0.0.5:8786
+    python -m synthetic sweep --method SCL --beta 0 2 5 --seeds 3 --epochs 50   # quick grid
+    python -m synthetic summary results/claims/s1_scl_hscl_nc
+    python -m synthetic claims results/claims
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+__all__ = ["build_parser", "main"]
+
+# Quick-grid flags: (flag, RunConfig field, type). Each takes one or more values; several values
+# make an axis of the grid. With a grid file they override the file's values.
+_GRID_FLAGS = [
+    ("--method", "method", str, "loss: SCL HSCL UCL HUCL InfoNCE WeiNCE (beta picks SCL/HSCL, UCL/HUCL)"),
+    ("--beta", "beta", float, "hardness beta (0 = SCL/UCL, > 0 = HSCL/HUCL)"),
+    ("--tau", "tau", float, "temperature tau > 0"),
+    ("--psi", "psi", str, "psi form: mean sum triplet"),
+    ("--estimator", "estimator", str, "negatives estimator: expectation sampled"),
+    ("--num-negatives", "num_negatives", int, "K negatives per pair (sampled estimator)"),
+    ("--batch-size", "batch_size", int, "mini-batch size (0 = full batch)"),
+    ("--lr", "lr", float, "Adam learning rate"),
+    ("--normalization", "normalization", str, "feature normalisation: none ball sphere"),
+    ("--positives", "positives", str, "positive pairs: label noise"),
+    ("--noise-std", "noise_std", float, "std of noise positives"),
+    ("--encoder", "encoder", str, "encoder: free linear mlp"),
+    ("--num-classes", "num_classes", int, "number of latent classes C"),
+    ("--n-per-class", "n_per_class", int, "training samples per class"),
+    ("--input-dim", "input_dim", int, "input dimension D of the Gaussian mixture"),
+    ("--d", "d", int, "embedding dimension (default C-1)"),
+    ("--sigma", "sigma", float, "within-class input noise std"),
+    ("--separation", "separation", float, "norm of the class centres"),
+]
+
+
+def _parse_set(items: list[str]) -> dict:
+    """``FIELD=V1[,V2...]`` -> {field: value or [values]} with TOML-like value parsing."""
+    import tomllib
+
+    out = {}
+    for item in items:
+        if "=" not in item:
+            raise ValueError(f"--set expects FIELD=VALUE, got {item!r}")
+        field, raw = item.split("=", 1)
+        vals = []
+        for part in raw.split(","):
+            try:
+                vals.append(tomllib.loads(f"v = {part}")["v"])
+            except tomllib.TOMLDecodeError:
+                vals.append(part)  # a bare string
+        out[field.strip()] = vals if len(vals) > 1 else vals[0]
+    return out
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argparse parser of ``python -m synthetic``."""
+    p = argparse.ArgumentParser(
+        prog="python -m synthetic",
+        description="Synthetic contrastive-learning experiments (latent-class data, Adam): "
+        "resumable sweeps, seed summaries and the verdicts of claims S1-S4 and R5.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__.split("Examples::", 1)[1],
+    )
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    s = sub.add_parser(
+        "sweep",
+        help="run a grid of runs (skips finished ones; safe to kill and restart)",
+        description="Run every run of one or more grids that is not stored yet. Each finished run "
+        "is written atomically to RESULTS/<grid>/runs/<key>.csv; the consolidated table goes to "
+        "RESULTS/<grid>/table.csv. Without GRID, a quick grid is built from the flags below.",
+    )
+    s.add_argument(
+        "grids", nargs="*", metavar="GRID",
+        help="grid TOML file(s) or shipped grid name(s) (see `python -m synthetic grids`)",
+    )
+    s.add_argument("--results", default="results", metavar="DIR",
+                   help="parent results folder; each grid writes into DIR/<grid name>[-<scale>] (default: results)")
+    s.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="local worker processes (joblib); -1 = all cores (default 1)")
+    s.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="dask.distributed scheduler address (e.g. tcp://host:8786): run there instead of locally")
+    s.add_argument("--scale", default="default", metavar="NAME",
+                   help="grid scale: default, quick, or a [scale.NAME] of the file such as paper (default: default)")
+    s.add_argument("--quick", action="store_true", help="smoke-test scale, same as --scale quick")
+    s.add_argument("--no-stack", action="store_true",
+                   help="train each run alone instead of stacking compatible runs in one tensor program")
+    s.add_argument("--epochs", type=int, default=None, metavar="N", help="override the number of epochs of every run")
+    s.add_argument("--seeds", type=int, default=None, metavar="N", help="override the seeds with 0..N-1")
+    s.add_argument("--name", default=None, help="results sub-folder name of a quick grid (default: quick)")
+    for flag, field, typ, text in _GRID_FLAGS:
+        s.add_argument(flag, dest=f"grid_{field}", nargs="+", type=typ, default=None, metavar="V",
+                       help=f"{text}; several values make an axis")
+    s.add_argument("--set", dest="set_fields", action="append", default=[], metavar="FIELD=V[,V...]",
+                   help="set any RunConfig field (comma-separated values make an axis); repeatable")
+    prog = s.add_mutually_exclusive_group()
+    prog.add_argument("--progress", dest="progress", action="store_true", default=None,
+                      help="always show the progress bar (default: only on a terminal)")
+    prog.add_argument("--no-progress", dest="progress", action="store_false", help="never show the progress bar")
+
+    m = sub.add_parser("summary", help="print final-epoch metrics, mean ± std over seeds, per config",
+                       description="Print the seed-aggregated final-epoch metrics of a results folder "
+                       "(or of every grid folder below it).")
+    m.add_argument("dir", metavar="DIR", help="results folder (with runs/) or a parent of grid folders")
+    m.add_argument("--metrics", nargs="+", default=None, metavar="M", help="metric columns to show")
+
+    c = sub.add_parser("claims", help="judge claims S1-S4 and R5 from claim-grid results",
+                       description="Evaluate claims S1-S4, R5 (spec/hcl.md §4, §5.7) from DIR/<grid>/ "
+                       "folders written by the shipped claim grids; prints numbers with seed spread.")
+    c.add_argument("dir", metavar="DIR", help="results folder holding the claim grids' folders")
+    c.add_argument("--details", action="store_true", help="also print the per-setting table")
+    c.add_argument("--csv", default=None, metavar="FILE", help="also write the verdicts to FILE (CSV)")
+
+    sub.add_parser("grids", help="list the shipped grid files", description="List synthetic/grids/*.toml.")
+    return p
+
+
+def _quick_spec(args, overrides: dict) -> dict:
+    axes = {k: (v if isinstance(v, list) else [v]) for k, v in overrides.items()}
+    return {"sweep": {"name": args.name or "quick", "auto_hard": True, "axes": axes}}
+
+
+def _sweep(args) -> int:
+    from synthetic import sweep as sw
+
+    if args.jobs == 0 or args.jobs < -1:
+        raise ValueError(f"--jobs must be a positive integer or -1, got {args.jobs}")
+    if args.epochs is not None and args.epochs < 0:
+        raise ValueError(f"--epochs must be >= 0, got {args.epochs}")
+    if args.seeds is not None and args.seeds < 1:
+        raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
+    scale = "quick" if args.quick else args.scale
+    overrides: dict = {}
+    for _flag, field, _t, _h in _GRID_FLAGS:
+        v = getattr(args, f"grid_{field}")
+        if v is not None:
+            overrides[field] = v if len(v) > 1 else v[0]
+    overrides.update(_parse_set(args.set_fields))
+    if args.epochs is not None:
+        overrides["epochs"] = args.epochs
+    if args.seeds is not None:
+        overrides["seed"] = list(range(args.seeds)) if args.seeds > 1 else 0
+    if args.grids:
+        grids = [sw.load_grid(g, scale=scale, overrides=overrides) for g in args.grids]
+    else:
+        if not overrides:
+            raise ValueError("give a GRID file or quick-grid flags (e.g. --method SCL --beta 0 2)")
+        grids = [sw.load_grid(_quick_spec(args, overrides), scale=scale)]
+    rc = 0
+    for g in grids:
+        folder = Path(args.results) / (g.name if scale == "default" else f"{g.name}-{scale}")
+        print(f"grid {g.name} ({g.source}, scale {scale}): {len(g)} runs -> {folder}", flush=True)
+        summary = sw.run_sweep(
+            g, folder, n_jobs=args.jobs, scheduler=args.scheduler, stack=not args.no_stack,
+            progress=args.progress,
+        )
+        print(summary.format(), flush=True)
+        if not summary.ok:
+            rc = 1
+    return rc
+
+
+def _summary(args) -> int:
+    from synthetic import sweep as sw
+
+    table = sw.load_results(args.dir)
+    print(sw.format_summary(sw.summarize(table, metrics=args.metrics)))
+    return 0
+
+
+def _claims(args) -> int:
+    import pandas as pd
+
+    from synthetic import sweep as sw
+
+    table = sw.load_results(args.dir)
+    verdicts = sw.evaluate_claims(table)
+    for _, r in verdicts.iterrows():
+        print(f"{r['claim']}: {r['verdict'].upper()}  ({r['n_runs']} runs)\n  {r['statement']}\n  {r['measured']}\n")
+    if args.details:
+        details = sw.claim_details(table)
+        with pd.option_context("display.max_columns", None, "display.width", 250, "display.max_rows", None):
+            print(details.to_string(index=False))
+    if args.csv:
+        from synthetic import store
+
+        store.atomic_write_text(args.csv, verdicts.to_csv(index=False, lineterminator="\n"))
+    return 0
+
+
+def _grids(args) -> int:
+    import tomllib
+
+    from synthetic import sweep as sw
+
+    for name, path in sw.grid_files().items():
+        meta = tomllib.loads(path.read_text(encoding="utf-8")).get("sweep", {})
+        print(f"{name:24s} {meta.get('claim', ''):4s} {meta.get('description', '')}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the exit status (0 ok, 1 some runs failed, 2 bad arguments)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return {"sweep": _sweep, "summary": _summary, "claims": _claims, "grids": _grids}[args.command](args)
+    except (ValueError, FileNotFoundError) as exc:
+        parser.exit(2, f"error: {exc}\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
