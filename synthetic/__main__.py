@@ -90,18 +90,22 @@ def build_parser() -> argparse.ArgumentParser:
                    help="local worker processes (joblib); -1 = all cores (default 1)")
     s.add_argument("--scheduler", default=None, metavar="ADDRESS",
                    help="dask.distributed scheduler address (e.g. tcp://host:8786): run there instead of locally")
+    s.add_argument("--threads", type=int, default=1, metavar="N",
+                   help="torch threads per run (default 1; keep it fixed across restarts: results are "
+                   "bit-identical only at equal thread counts)")
     s.add_argument("--scale", default="default", metavar="NAME",
                    help="grid scale: default, quick, or a [scale.NAME] of the file such as paper (default: default)")
     s.add_argument("--quick", action="store_true", help="smoke-test scale, same as --scale quick")
     s.add_argument("--no-stack", action="store_true",
-                   help="train each run alone instead of stacking compatible runs in one tensor program")
+                   help="train each run alone instead of stacking compatible runs in one tensor program "
+                   "(stacked runs equal single runs only up to float rounding: resume with the same choice)")
     s.add_argument("--epochs", type=int, default=None, metavar="N", help="override the number of epochs of every run")
     s.add_argument("--seeds", type=int, default=None, metavar="N", help="override the seeds with 0..N-1")
     s.add_argument("--name", default=None, help="results sub-folder name of a quick grid (default: quick)")
     for flag, field, typ, text in _GRID_FLAGS:
         s.add_argument(flag, dest=f"grid_{field}", nargs="+", type=typ, default=None, metavar="V",
                        help=f"{text}; several values make an axis")
-    s.add_argument("--set", dest="set_fields", action="append", default=[], metavar="FIELD=V[,V...]",
+    s.add_argument("--set", dest="set_fields", action="extend", nargs="+", default=[], metavar="FIELD=V[,V...]",
                    help="set any RunConfig field (comma-separated values make an axis); repeatable")
     prog = s.add_mutually_exclusive_group()
     prog.add_argument("--progress", dest="progress", action="store_true", default=None,
@@ -135,6 +139,8 @@ def _sweep(args) -> int:
 
     if args.jobs == 0 or args.jobs < -1:
         raise ValueError(f"--jobs must be a positive integer or -1, got {args.jobs}")
+    if args.threads < 1:
+        raise ValueError(f"--threads must be >= 1, got {args.threads}")
     if args.epochs is not None and args.epochs < 0:
         raise ValueError(f"--epochs must be >= 0, got {args.epochs}")
     if args.seeds is not None and args.seeds < 1:
@@ -162,7 +168,7 @@ def _sweep(args) -> int:
         print(f"grid {g.name} ({g.source}, scale {scale}): {len(g)} runs -> {folder}", flush=True)
         summary = sw.run_sweep(
             g, folder, n_jobs=args.jobs, scheduler=args.scheduler, stack=not args.no_stack,
-            progress=args.progress,
+            progress=args.progress, threads=args.threads,
         )
         print(summary.format(), flush=True)
         if not summary.ok:

@@ -343,7 +343,7 @@ def _kill_after_first_runs(cmd: list[str], results: Path, n_total: int, env: dic
             n = len(store.finished_keys(results))
             if n >= 2 or proc.poll() is not None:
                 break
-            time.sleep(0.02)
+            time.sleep(0.005)
         os.kill(proc.pid, signal.SIGKILL)
     finally:
         proc.wait(timeout=30)
