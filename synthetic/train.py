@@ -62,7 +62,6 @@ same config gives an identical table (bit for bit on the same machine and thread
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
 import numpy as np
@@ -127,6 +126,8 @@ def closed_form_optimum(config: RunConfig, estimator: str | None = None) -> floa
       ``margin/C + (1 - 1/C) max(0, a + margin)`` (L*_UCL; a lower bound for HUCL).
     * InfoNCE/WeiNCE: NaN (no closed form used here).
 
+    Computed by ``theory.bounds`` (``scl_optimum``, ``ucl_optimum``, ``plugin_value``).
+
     Args:
         config: the run.
         estimator: override ``config.estimator`` (``"expectation"`` or ``"sampled"``).
@@ -136,25 +137,15 @@ def closed_form_optimum(config: RunConfig, estimator: str | None = None) -> floa
         raise ValueError(f"estimator must be 'expectation' or 'sampled', got {est!r}")
     if config.method not in CONTRASTIVE_METHODS:
         return float("nan")
-    C, K, tau, psi, margin = config.num_classes, config.num_negatives, config.tau, config.psi, config.margin
-    a = -C / ((C - 1) * tau)
+    from theory import bounds
 
-    def psi_of(m, k):  # m same-class (t = 0) and k - m cross-class (t = a) negatives, arrays ok
-        frac = (m + (k - m) * math.exp(a)) / k
-        if psi == "mean":
-            return np.log1p(frac)
-        if psi == "sum":
-            return np.log1p(k * frac)
-        return (m * margin + (k - m) * max(0.0, a + margin)) / k
-
+    kw = dict(psi=config.psi, tau=config.tau, num_negatives=config.num_negatives, margin=config.margin)
+    C = config.num_classes
     if CONTRASTIVE_METHODS[config.method][0] == "supervised":
-        return float(psi_of(0, K))
-    if est == "expectation" or psi == "triplet":
-        return float(psi_of(1.0 / C, 1.0) if psi != "sum" else np.log1p(K * ((1 / C) + (1 - 1 / C) * math.exp(a))))
-    from scipy.stats import binom
-
-    m = np.arange(K + 1)
-    return float(np.sum(binom.pmf(m, K, 1.0 / C) * psi_of(m.astype(np.float64), K)))
+        return float(bounds.scl_optimum(C, **kw))
+    if est == "sampled":
+        return float(bounds.ucl_optimum(C, **kw))
+    return float(bounds.plugin_value(1.0 / C, C, **kw))
 
 
 # ------------------------------------------------------------------------------ metrics
