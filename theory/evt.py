@@ -440,7 +440,7 @@ def tail_aic_fit(
         return TailAICFit(k, burn, n, rho, nan, nan, nan, nan, nan, nan, 0.0, nan)
     x = np.log(np.maximum(1.0 - T, eps))[burn:]
     Fh = np.maximum(np.arange(1, k + 1) / (k + 1), eps)[burn:]
-    xc = x - x.mean()
+    xc = x - x.mean() if x.max() > x.min() else np.zeros_like(x)  # ties: exactly 0 (§3.2)
     den = max(float((xc * xc).sum()), 1e-12)
     out = {}
     for name, y in (("W", np.log(Fh)), ("G", np.log(-np.log(Fh)))):

@@ -277,6 +277,9 @@ def _tail_daic(T: torch.Tensor, k: int, eps: float) -> tuple[torch.Tensor, int]:
         return torch.zeros(A, dtype=T.dtype, device=T.device), n
     x = torch.rsub(T[:, burn:], 1.0).clamp_min_(eps).log_()  # (A, n) ascending log-shortfalls
     xc = x - x.mean(dim=1, keepdim=True)
+    # all tail points tied: centred x is exactly 0 (a rounded mean would leave ulp noise whose
+    # sign decides the +1e6 penalties); both slopes are then 0 and both SSEs penalised (§3.2)
+    xc.masked_fill_((x[:, 0] == x[:, -1])[:, None], 0.0)
     den = (xc * xc).sum(dim=1).clamp_min_(_DEN_FLOOR)  # (A,)
     Y = _centred_responses(k, burn, eps, T.dtype, T.device)  # (n, 2)
     slope = (xc @ Y) / den[:, None]  # (A, 2): (slope_W, slope_G)
@@ -671,6 +674,9 @@ def _label_gate(S: torch.Tensor, negmask: torch.Tensor, K_i: torch.Tensor, p: _G
     yW = yW_raw.masked_fill(~use, 0.0)
     yG = torch.log(-yW_raw).masked_fill_(~use, 0.0)  # NaN beyond k_i is masked away
     xc = (x - x.sum(1, keepdim=True) / n[:, None]) * w
+    xmax = x.masked_fill(~use, float("-inf")).amax(dim=1)
+    xmin = x.masked_fill(~use, float("inf")).amin(dim=1)
+    xc.masked_fill_((xmax == xmin)[:, None], 0.0)  # tied tail: exact zero (see _tail_daic)
     den = (xc * xc).sum(1).clamp_min(_DEN_FLOOR)
     daic = torch.zeros(B, dtype=dtype, device=dev)
     sse = []
