@@ -50,6 +50,9 @@ from theory.geometry import normalize
 
 __all__ = ["VARYING_FIELDS", "stack_key", "stackable", "stack_groups", "train_stacked", "stacked_contrastive_loss"]
 
+#: Similarity entries per batched loss call (runs are processed in chunks of this size).
+CHUNK_ELEMENTS = 1 << 20
+
 #: Fields that may differ between the runs of one stack (``method`` only within one setting).
 VARYING_FIELDS = ("seed", "beta", "method")
 
@@ -263,19 +266,31 @@ def _stacked_batch_loss(configs, smodel, X, Y, datas, idx, gens, betas, estimato
         inputs = idx
     else:
         inputs = torch.gather(X, 1, idx[:, :, None].expand(R, B, X.shape[2]))
-    kw = dict(setting=cfg.setting, beta=betas, tau=cfg.tau, psi=cfg.psi, num_negatives=cfg.num_negatives)
+    kw = dict(setting=cfg.setting, tau=cfg.tau, psi=cfg.psi, num_negatives=cfg.num_negatives)
     if cfg.positives == "label":
-        return stacked_contrastive_loss(smodel(inputs), y, **kw)
-    noise_dim = cfg.embed_dim if free else cfg.input_dim
-    noise = torch.stack(
-        [
-            noise_like((B, noise_dim), cfg.noise_std, generator=gens[r], dtype=cfg.torch_dtype, device=idx.device)
-            for r in range(R)
-        ]
-    )
-    z = torch.cat([smodel(inputs), smodel(inputs, noise)], dim=1)
-    ids = torch.arange(B, device=idx.device).repeat(R, 2)
-    return stacked_contrastive_loss(z, torch.cat([y, y], dim=1), positive_groups=ids, self_positive=False, **kw)
+        z, ids = smodel(inputs), None
+    else:
+        noise_dim = cfg.embed_dim if free else cfg.input_dim
+        noise = torch.stack(
+            [
+                noise_like((B, noise_dim), cfg.noise_std, generator=gens[r], dtype=cfg.torch_dtype, device=idx.device)
+                for r in range(R)
+            ]
+        )
+        z = torch.cat([smodel(inputs), smodel(inputs, noise)], dim=1)
+        y = torch.cat([y, y], dim=1)
+        ids = torch.arange(B, device=idx.device).repeat(R, 2)
+        kw["self_positive"] = False
+    # Runs in chunks of about CHUNK_ELEMENTS similarity entries: keeps each (r, B, B) block
+    # cache-sized for large batches and bounds the memory of the full-batch evaluation.
+    Bz = z.shape[1]
+    chunk = max(1, CHUNK_ELEMENTS // (Bz * Bz))
+    out = []
+    for s in range(0, R, chunk):
+        g = None if ids is None else ids[s : s + chunk]
+        out.append(stacked_contrastive_loss(z[s : s + chunk], y[s : s + chunk], beta=betas[s : s + chunk],
+                                            positive_groups=g, **kw))
+    return torch.cat(out)
 
 
 def _stacked_metrics(configs, smodel, X, Y, datas, optima, optima_full):

@@ -43,7 +43,8 @@ A metric that is undefined at a state (e.g. NC1 when all class means coincide) i
 **Losses.** ``loss``: the epoch mean of the training mini-batch losses (the authors' logged
 quantity). ``full_loss``: the loss on the whole training set as one batch with the exact
 (``"expectation"``) estimator, at the recorded state (noise / partners drawn from the ``"eval"``
-stream, re-seeded at every evaluation, hence identical at every epoch); NaN when 2N > 8192.
+stream, re-seeded at every evaluation, hence identical at every epoch); NaN when that batch
+exceeds ``FULL_LOSS_MAX`` = 4096 rows.
 ``optimum``: the closed-form NC value of the *training* loss (spec/hcl.md §3.3-§3.6; L*_SCL for
 SCL/HSCL, L*_UCL for UCL/HUCL (a lower bound, not attained for HUCL at beta > 0); NaN for
 InfoNCE/WeiNCE). ``gap_to_optimum = loss - optimum``; ``full_gap = full_loss - optimum_full``
@@ -107,7 +108,7 @@ METRIC_COLUMNS = (
 )
 
 #: full_loss is computed only when the evaluation batch (N, or 2N for two views) is at most this.
-FULL_LOSS_MAX = 8192
+FULL_LOSS_MAX = 4096
 
 
 # ------------------------------------------------------------------------------ closed forms

@@ -169,3 +169,14 @@ def test_train_stacked_single_run_and_float32():
     seq = train_run(base)
     np.testing.assert_allclose(st["etf_mean"], seq["etf_mean"], rtol=1e-4, atol=1e-6)
     np.testing.assert_allclose(st["loss"].iloc[1:], seq["loss"].iloc[1:], rtol=1e-5)
+
+
+@pytest.mark.parametrize("positives", ["label", "noise"])
+def test_train_stacked_run_chunks_give_the_same_tables(monkeypatch, positives):
+    import synthetic.stacked as stacked_mod
+
+    base = RunConfig(method="UCL", positives=positives, **SMALL)
+    cfgs = [base, base.replace(method="HUCL", beta=1.0), base.replace(method="HUCL", beta=4.0, seed=5)]
+    whole = train_stacked(cfgs)
+    monkeypatch.setattr(stacked_mod, "CHUNK_ELEMENTS", 1)  # one run per loss call
+    _assert_same_tables(whole, train_stacked(cfgs))
