@@ -1,1 +1,17 @@
-"""synthetic package."""
+"""Synthetic experiments: latent-class data, small encoders, Adam training, stacked runs, sweeps.
+
+Modules (imports flow ``theory <- synthetic``):
+
+* ``synthetic.config``: :class:`~synthetic.config.RunConfig`, the frozen, validated config of one
+  run; its ``key()`` (hash of the resolved config) is the run's identity.
+* ``synthetic.data``: seeded Gaussian-mixture latent-class data, named random streams, and the
+  ``"label"`` / ``"noise"`` positive-pair constructions.
+* ``synthetic.models``: free features, linear and MLP encoders with none/ball/sphere
+  normalisation, and their stacked (leading run dimension) versions.
+* ``synthetic.train``: ``train_run(config) -> DataFrame``, one row per recorded epoch with the
+  collapse metrics of ``theory.collapse`` and the gap to the closed forms of ``theory.bounds``.
+* ``synthetic.stacked``: ``train_stacked(configs)``, R runs in one tensor program, equal to R
+  ``train_run`` calls; ``stack_groups`` partitions a sweep into stackable groups.
+* ``synthetic.sweep`` / ``synthetic.store`` / ``python -m synthetic``: resumable sweeps over TOML
+  grids and the atomic results store.
+"""
