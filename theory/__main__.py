@@ -322,6 +322,10 @@ def check_ucl(rep: Report, quick: bool, seed: int) -> None:
     rep.add("T6", "cvxpy UCL Gram program (C=3..6, sphere & ball, k=1,2): value = L*_UCL", len(cases), "error",
             val_err, 1e-6)
     rep.add("T6", "cvxpy UCL Gram program: optimal G = ETF Gram", len(cases), "error", g_err, 2e-3)
+    # the optimum has rank C-1 (one zero eigenvalue): d = C-1 suffices in this collapsed setting
+    lam = np.linalg.eigvalsh(sol.G)
+    rep.add("T6", f"rank of the UCL optimum (C={sol.G.shape[0]}) is C-1: smallest eigenvalue", 1, "error",
+            abs(float(lam[0])), 1e-3, f"second smallest {lam[1]:.4f}; spec leaves d >= C-1 vs d >= C open")
     # sampled estimator at an NC batch: its mean is the binomial mixture of the batch
     gen = torch.Generator().manual_seed(seed)
     counts = [6, 6, 6, 6]
@@ -525,8 +529,10 @@ CHECKS: list[tuple[str, Callable[[Report, bool, int], None]]] = [
 
 def run_checks(quick: bool = False, seed: int = 0, progress: bool = False) -> Report:
     """Run every check; an exception inside a check becomes a failed sub-check (never a crash)."""
+    from tqdm import tqdm
+
     rep = Report()
-    for title, fn in CHECKS:
+    for title, fn in tqdm(CHECKS, desc="theory checks", disable=not sys.stderr.isatty(), leave=False):
         t0 = time.perf_counter()
         try:
             fn(rep, quick, seed)

@@ -560,6 +560,21 @@ def _negative_sets(labels: np.ndarray, setting: str) -> list[np.ndarray]:
     return [np.arange(N) for _ in range(N)]
 
 
+def _eval_eta(eta: Callable, s: np.ndarray) -> np.ndarray:
+    """Evaluate ``eta`` on float64 scores; accepts numpy or torch hardening functions
+    (e.g. :func:`theory.sampling.hardening` directly)."""
+    try:
+        out = eta(s)
+    except (TypeError, AttributeError):  # a torch-only function (e.g. uses Tensor methods)
+        out = eta(torch.as_tensor(s))
+    if isinstance(out, torch.Tensor):
+        out = out.detach().cpu().numpy()
+    out = np.broadcast_to(np.asarray(out, dtype=np.float64), s.shape)
+    if not np.isfinite(out).all() or (out < 0).any():
+        raise ValueError("eta must return finite non-negative values")
+    return out
+
+
 def _exact_expectations(
     z: np.ndarray,
     labels: np.ndarray,
@@ -588,9 +603,7 @@ def _exact_expectations(
         vals = psi(t)  # (P_i, T)
         row, row_valid = [], []
         for eta in etas:
-            w = np.ones(A.size) if eta is None else np.asarray(eta(s), dtype=np.float64)
-            if (w < 0).any():
-                raise ValueError("eta must be non-negative")
+            w = np.ones(A.size) if eta is None else _eval_eta(eta, s).copy()
             total = w.sum()
             ok = total > 0
             w = w / total if ok else np.full(A.size, 1.0 / A.size)
@@ -796,7 +809,7 @@ def harris_monte_carlo(
     allowed = labels[None, :] != labels[anchors][:, None] if setting == "supervised" else np.ones_like(S_a, bool)
     s_pos = np.einsum("md,md->m", z[anchors], z[positives])[:, None]
     base_w = allowed.astype(np.float64)
-    hard_w = base_w * eta_fn(S_a)
+    hard_w = base_w * _eval_eta(eta_fn, S_a)
     if not (hard_w.sum(axis=1) > 0).all():
         raise ValueError("eta vanishes on every allowed negative of some anchor; the tilted law is undefined")
     means = []

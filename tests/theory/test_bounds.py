@@ -419,3 +419,17 @@ def test_harris_monte_carlo():
 def test_validation(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_harris_accepts_torch_hardening_directly():
+    from theory.sampling import hardening
+
+    rng = np.random.default_rng(6)
+    z, labels = bounds.random_instance(rng, num_points=5, num_classes=2, d=2)
+    psi = bounds.make_psi("mean", 2)
+    a = bounds.harris_exact(z, labels, psi=psi, eta=hardening("step", threshold=0.0, low=0.3))
+    b = bounds.harris_exact(z, labels, psi=psi, eta=bounds.eta_from_hardening("step", threshold=0.0, low=0.3))
+    np.testing.assert_allclose(a, b, atol=0)
+    assert (a >= -1e-12).all()
+    with pytest.raises(ValueError, match="eta"):
+        bounds.harris_exact(z, labels, psi=psi, eta=lambda s: -np.ones_like(s))
