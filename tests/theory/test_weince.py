@@ -211,6 +211,31 @@ def test_weince_gate_public_function_matches_loss_diagnostics():
     assert torch.allclose(st.lam, diag.lam, atol=1e-12, rtol=0)
 
 
+@pytest.mark.parametrize("beta", [0.7, 4.0])
+def test_gate_on_exact_power_law_tails(beta):
+    # shortfalls on the exact Weibull quantile line: log F = beta log delta, SSE_W ~ 0
+    A, K = 12, 60
+    k = tail_size(K)
+    r = np.arange(1, k + 1) / (k + 1)
+    rows = []
+    rng = np.random.default_rng(0)
+    for i in range(A):
+        tail = 1.0 - (0.3 + 0.05 * i) * r ** (1.0 / beta)
+        rest = rng.uniform(-0.5, tail.min() - 1e-3, K - k)
+        rows.append(rng.permutation(np.concatenate([tail, rest])))
+    neg = torch.tensor(np.array(rows))
+    st = weince_gate(neg, margin=0.0)
+    rhos, daics = [], []
+    for row in rows:
+        rho, d, n = ref_tail_daic(list(row), k, 1e-6)
+        rhos.append(rho)
+        daics.append(d)
+    lam, rho0 = ref_lambda(rhos, daics, n, 0.2, 0.0, 10.0, 1.0, 1e-6)
+    assert np.allclose(st.dAIC.numpy(), daics, rtol=1e-9, atol=1e-6)
+    assert np.allclose(st.lam.numpy(), lam, atol=1e-10, rtol=0)
+    assert float(st.dAIC.min()) > 100  # the Weibull line fits (almost) perfectly
+
+
 # ---------------------------------------------------------------------------------------------
 # lambda = 0 reproduces InfoNCE bit for bit
 # ---------------------------------------------------------------------------------------------
@@ -446,13 +471,15 @@ def ref_beta_update(negs_flat, beta, eps=1e-6):
     return beta, bh, r2
 
 
-def test_released_recipe_matches_reference():
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_released_recipe_matches_reference(dtype):
     N = 30
-    z1, z2 = make_views(N, 8, seed=12)
+    z1, z2 = make_views(N, 8, seed=12, dtype=dtype)
+    tol = 1e-10 if dtype == torch.float64 else 2e-5
     state = WeibullBetaState()
     loss, diag = weince_loss(z1, z2, recipe="released", state=state, return_diagnostics=True)
     core, _ = weince_loss(z1, z2, return_diagnostics=True)
-    z = F.normalize(torch.cat([z1, z2]), dim=1)
+    z = F.normalize(torch.cat([z1, z2]).double(), dim=1)
     S = (z @ z.T).tolist()
     A = 2 * N
     rows = []
@@ -460,19 +487,19 @@ def test_released_recipe_matches_reference():
         p = (i + N) % A
         rows.append((S[i][p], [S[i][j] for j in range(A) if j not in (i, p)]))
     beta, bh, r2 = ref_beta_update([v for _, ng in rows for v in ng], 4.0)
-    assert abs(state.beta - beta) < 1e-10 and abs(diag.beta_t - beta) < 1e-10
-    assert abs(state.last_beta_hat - bh) < 1e-8 and abs(state.last_r2 - r2) < 1e-9
+    assert abs(state.beta - beta) < tol and abs(diag.beta_t - beta) < tol
+    assert abs(state.last_beta_hat - bh) < 1e3 * tol and abs(state.last_r2 - r2) < 1e2 * tol
     weib = pl = 0.0
     for pos, ng in rows:
         top = sorted(ng, reverse=True)[:50]
         weib += ref_ce([-beta * math.log(1 - min(v, 1 - 1e-6)) for v in [pos] + top])
         pl += ref_ce([v / 0.5 for v in [pos] + top])
     want = core.item() + 0.5 * weib / A + 0.5 * pl / A
-    assert abs(loss.item() - want) < 1e-10
+    assert abs(loss.item() - want) < tol
     # a second call continues the EMA from the state, no globals
     beta2, _, _ = ref_beta_update([v for _, ng in rows for v in ng], beta)
     weince_loss(z1, z2, recipe="released", state=state)
-    assert abs(state.beta - beta2) < 1e-10 and state.steps == 2
+    assert abs(state.beta - beta2) < tol and state.steps == 2
     fixed = WeibullBetaState(auto=False)
     weince_loss(z1, z2, recipe="released", state=fixed)
     assert fixed.beta == 4.0
