@@ -647,6 +647,14 @@ def harris_exact(
     return (vals[1] - vals[0])[ok]
 
 
+def _check_sizes(**sizes) -> None:
+    for name, value in sizes.items():
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            shown = value + 1 if name == "num_classes" else value
+            need = ">= 2" if name == "num_classes" else ">= 1"
+            raise ValueError(f"{name} must be an integer {need}, got {shown!r}")
+
+
 def _check_points(z, labels) -> tuple[np.ndarray, np.ndarray]:
     z = np.asarray(z, dtype=np.float64)
     labels = np.asarray(labels)
@@ -673,8 +681,7 @@ def harris_exact_check(
     :func:`random_psi`; eta from :func:`random_eta`. ``worst_gap = min (E_hard - E_base)`` over all
     (anchor, positive) pairs of all instances; passes iff ``worst_gap >= -tol``.
     """
-    if num_instances < 1:
-        raise ValueError(f"num_instances must be >= 1, got {num_instances}")
+    _check_sizes(num_instances=num_instances, max_points=max_points, max_k=max_k)
     rng = np.random.default_rng(seed)
     worst, worst_desc, pairs, strict = math.inf, "", 0, 0
     for _ in range(num_instances):
@@ -722,6 +729,7 @@ def beta_monotonicity(
     mean / sum / triplet and :func:`random_psi`), for each (anchor, positive) pair and each
     consecutive pair of ``betas``. ``worst_gap = min (E_{beta_{r+1}} - E_{beta_r})``.
     """
+    _check_sizes(num_instances=num_instances, max_points=max_points, max_k=max_k)
     betas = [_check_beta(b) for b in betas]
     if len(betas) < 2 or any(b2 <= b1 for b1, b2 in zip(betas, betas[1:])):
         raise ValueError(f"betas must be strictly increasing with >= 2 values, got {betas}")
@@ -797,6 +805,7 @@ def harris_monte_carlo(
     if num_pairs < 2:
         raise ValueError(f"num_pairs must be >= 2, got {num_pairs}")
     K = _check_K(num_negatives)
+    _check_sizes(num_classes=num_classes - 1, per_class=per_class, d=d)
     rng = np.random.default_rng(seed)
     N = num_classes * per_class
     z, _ = random_instance(rng, num_points=N, num_classes=num_classes, d=d, domain=domain)

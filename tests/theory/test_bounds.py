@@ -433,3 +433,21 @@ def test_harris_accepts_torch_hardening_directly():
     assert (a >= -1e-12).all()
     with pytest.raises(ValueError, match="eta"):
         bounds.harris_exact(z, labels, psi=psi, eta=lambda s: -np.ones_like(s))
+
+
+@pytest.mark.parametrize(
+    "call,match",
+    [
+        (lambda: bounds.harris_exact_check(0), "num_instances"),
+        (lambda: bounds.beta_monotonicity(3, max_k=0), "max_k"),
+        (lambda: bounds.harris_monte_carlo(num_classes=1), "num_classes"),
+        (lambda: bounds.harris_monte_carlo(per_class=0), "per_class"),
+        (lambda: bounds.harris_exact(np.zeros(3), np.zeros(3, int), psi=bounds.make_psi("mean", 1), eta=np.exp), "z"),
+        (lambda: bounds.harris_exact(np.zeros((3, 2)), np.zeros(3, int), setting="x",
+                                     psi=bounds.make_psi("mean", 1), eta=np.exp), "setting"),
+        (lambda: bounds.random_instance(np.random.default_rng(0), num_points=2, num_classes=3), "num_points"),
+    ],
+)
+def test_validation_of_checks(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
