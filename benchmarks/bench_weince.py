@@ -71,6 +71,9 @@ def _median_ms(v):
     return 1e3 * statistics.median(v)
 
 
+_CLOCK = time.perf_counter
+
+
 def _interleaved(fns: dict, repeats: int, warmup: int, inner: int) -> dict:
     for f in fns.values():
         for _ in range(warmup):
@@ -78,10 +81,10 @@ def _interleaved(fns: dict, repeats: int, warmup: int, inner: int) -> dict:
     times = {k: [] for k in fns}
     for _ in range(repeats):
         for k, f in fns.items():
-            t = time.perf_counter()
+            t = _CLOCK()
             for _ in range(inner):
                 f()
-            times[k].append((time.perf_counter() - t) / inner)
+            times[k].append((_CLOCK() - t) / inner)
     return {k: _median_ms(v) for k, v in times.items()}
 
 
@@ -150,12 +153,18 @@ def main(argv=None) -> None:
     ap.add_argument("--threads", type=int, default=2, help="torch intra-op threads (default 2 = the 2-core target)")
     ap.add_argument("--repeats", type=int, default=60, help="interleaved repeats; medians are reported (default 60)")
     ap.add_argument("--inner", type=int, default=3, help="calls timed together per repeat (default 3)")
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                    help="wall: time.perf_counter (default); cpu: time.process_time, less sensitive to other "
+                         "processes on a shared machine (counts the CPU time of all threads)")
     args = ap.parse_args(argv)
+    global _CLOCK
+    _CLOCK = time.perf_counter if args.clock == "wall" else time.process_time
     if min(args.pairs, args.dim, args.input_dim, args.hidden, args.threads, args.repeats, args.inner) < 1 or args.pairs < 2:
         raise ValueError("all sizes must be >= 1 and --pairs >= 2")
     torch.set_num_threads(args.threads)
     print(f"WeiNCE benchmark: 2N = {2 * args.pairs}, d = {args.dim}, threads = {torch.get_num_threads()}, "
-          f"torch {torch.__version__}, repeats = {args.repeats} x {args.inner} (medians, interleaved)")
+          f"torch {torch.__version__}, repeats = {args.repeats} x {args.inner} (medians, interleaved), "
+          f"clock = {args.clock}")
     loss = bench_loss(args.pairs, args.dim, args.repeats, args.inner)
     print("\n[1] loss forward + backward (ms)")
     for k, v in loss.items():

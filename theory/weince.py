@@ -65,6 +65,14 @@ _DEN_FLOOR = 1e-12
 _SSE_FLOOR = 1e-12
 _PENALTY = 1e6
 
+#: Use numpy's SIMD kernels (sort, log1p, exp, partition) for CPU tensors. The torch-only branch
+#: (used on GPU) computes the same quantities; tests switch this off to cover it on CPU.
+_NUMPY_FAST = True
+
+
+def _np_ok(t: torch.Tensor) -> bool:
+    return _NUMPY_FAST and t.device.type == "cpu"
+
 
 # --------------------------------------------------------------------------------------------
 # validation helpers
@@ -181,7 +189,7 @@ class _TLambdaCE(torch.autograd.Function):
         lam_c = lam[:, None]
         logits = cand / tau  # the very op info_nce uses -> identical bits when lam == 0
         W = torch.clamp(cand, max=1.0 - eps)
-        if W.device.type == "cpu":  # numpy's SIMD log1p is ~2x faster than torch's on CPU
+        if _np_ok(W):  # numpy's SIMD log1p is ~2x faster than torch's on CPU
             Wn = W.numpy()
             np.log1p(np.negative(Wn, out=Wn), out=Wn)
         else:
@@ -204,7 +212,7 @@ class _TLambdaCE(torch.autograd.Function):
         scale = g / A
         lam_c = lam[:, None]
         # d loss / d logits = (softmax - onehot_0) * g / A
-        if logp.device.type == "cpu":
+        if _np_ok(logp):
             P = torch.empty_like(logp)
             np.exp(logp.numpy(), out=P.numpy())
         else:
@@ -251,7 +259,7 @@ class GateStats:
 
 def _top_desc(neg: torch.Tensor, k: int) -> np.ndarray:
     """The ``k`` largest entries of each row of ``neg`` ``(A, K)``, descending, as float64 numpy."""
-    if neg.device.type == "cpu" and neg.dtype == torch.float32:
+    if _np_ok(neg) and neg.dtype == torch.float32:
         # numpy's SIMD sort of the whole row is ~6x faster than torch.topk here (same values)
         return np.sort(neg.numpy(), axis=1)[:, : -k - 1 : -1].astype(np.float64)
     return torch.topk(neg, k, dim=1, largest=True, sorted=True).values.cpu().double().numpy()
@@ -450,7 +458,7 @@ class WeibullBetaState:
         burn = max(1, k // 20)
         if k - burn < 2:
             return self.beta
-        if flat.device.type == "cpu":  # numpy partition + sort: same values as torch.topk, faster
+        if _np_ok(flat):  # numpy partition + sort: same values as torch.topk, faster
             a = flat.contiguous().numpy()
             top = np.sort(np.partition(a, Kn - k)[Kn - k:])[::-1].astype(np.float64)
         else:
@@ -523,7 +531,7 @@ def _aux_terms(cand: torch.Tensor, tau: float, state: WeibullBetaState, beta_t: 
     def top_m(M: int) -> torch.Tensor:
         # the M hardest negatives (a set: CE is invariant to their order), differentiable
         if M not in tops:
-            if neg.device.type == "cpu" and neg.dtype == torch.float32 and M < neg.shape[1]:
+            if _np_ok(neg) and neg.dtype == torch.float32 and M < neg.shape[1]:
                 idx = np.argpartition(neg.detach().numpy(), neg.shape[1] - M, axis=1)[:, neg.shape[1] - M:]
                 tops[M] = torch.gather(neg, 1, torch.from_numpy(idx))
             else:

@@ -518,6 +518,26 @@ def test_released_recipe_gradients_finite_and_module():
         WeibullBetaState(beta=-1.0)
 
 
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_torch_only_branch_matches_numpy_branch(dtype, monkeypatch):
+    import theory.weince as W
+
+    z1, z2 = make_views(40, 8, seed=14, dtype=dtype)
+    results = []
+    for fast in (True, False):
+        monkeypatch.setattr(W, "_NUMPY_FAST", fast)
+        a1, a2 = z1.clone().requires_grad_(), z2.clone().requires_grad_()
+        state = WeibullBetaState()
+        loss, diag = weince_loss(a1, a2, recipe="released", state=state, return_diagnostics=True)
+        loss.backward()
+        results.append((loss.detach(), diag.lam, state.beta, a1.grad, a2.grad))
+    tol = dict(atol=1e-12, rtol=1e-10) if dtype == torch.float64 else dict(atol=1e-6, rtol=1e-5)
+    (l0, lam0, b0, g10, g20), (l1, lam1, b1, g11, g21) = results
+    assert torch.allclose(l0, l1, **tol) and torch.allclose(lam0, lam1, **tol)
+    assert abs(b0 - b1) < 1e-9
+    assert torch.allclose(g10, g11, **tol) and torch.allclose(g20, g21, **tol)
+
+
 # ---------------------------------------------------------------------------------------------
 # the label-positive variant
 # ---------------------------------------------------------------------------------------------
@@ -598,6 +618,21 @@ def test_label_variant_lambda_zero_is_label_infonce(dtype):
     z = z.clone().requires_grad_()
     weince_label_loss(z, labels).backward()
     assert torch.isfinite(z.grad).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16])
+def test_label_variant_collapse_and_half(dtype):
+    labels = torch.tensor([0, 0, 1, 1, 2, 2, 2])
+    z = torch.zeros(7, 4, dtype=dtype)
+    z[:, 1] = 1.0
+    z = z.requires_grad_()
+    loss, diag = weince_label_loss(z, labels, return_diagnostics=True)
+    # all similarities equal: each pair's CE is log(1 + K_i), averaged over pairs
+    want = (4 * math.log(1 + 5) + 6 * math.log(1 + 4)) / 10
+    assert abs(loss.item() - want) < 1e-5 and loss.dtype != torch.float16
+    loss.backward()
+    assert torch.isfinite(z.grad.float()).all()
+    assert torch.allclose(diag.lam_rho.double(), torch.full((7,), 0.5, dtype=torch.float64))
 
 
 def test_label_variant_errors():
