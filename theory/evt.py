@@ -41,6 +41,9 @@ __all__ = [
     "pot_fit",
     "threshold_stability",
     "lower_triangle_scores",
+    "embedding_scores",
+    "scipy_gpd_fit",
+    "gev_fit",
     "TailAICFit",
     "tail_aic_fit",
     "tail_aic_fits",
@@ -381,6 +384,48 @@ def lower_triangle_scores(S) -> np.ndarray:
         raise ValueError(f"S must be a square matrix (B, B) with B >= 2, got shape {S.shape}")
     i, j = np.tril_indices(S.shape[0], k=-1)
     return S[i, j]
+
+
+def embedding_scores(z, *, normalize: bool = True) -> np.ndarray:
+    """Negative scores of one view (spec §4.1): ``S = z z^T`` (cosine when ``normalize``), strict
+    lower triangle. Shapes: ``z`` ``(B, d)`` -> ``(B (B - 1) / 2,)``."""
+    try:
+        import torch
+
+        if isinstance(z, torch.Tensor):
+            z = z.detach().cpu().double().numpy()
+    except ImportError:  # pragma: no cover
+        pass
+    z = np.asarray(z, dtype=np.float64)
+    if z.ndim != 2 or z.shape[0] < 2:
+        raise ValueError(f"z must be 2-D (B, d) with B >= 2, got shape {z.shape}")
+    if normalize:
+        z = z / np.maximum(np.linalg.norm(z, axis=1, keepdims=True), 1e-12)
+    return lower_triangle_scores(z @ z.T)
+
+
+def scipy_gpd_fit(y) -> tuple[float, float]:
+    """``scipy.stats.genpareto.fit(y, floc=0)`` returned as ``(xi, sigma)`` in the Coles sign.
+
+    scipy's ``genpareto`` shape ``c`` *is* xi (metrics.md pitfall 9); a cross-check of
+    :func:`fit_gpd`, which is more robust for ``xi <= -0.5``.
+    """
+    y = _as_1d("y", y)
+    c, _, scale = stats.genpareto.fit(y, floc=0.0)
+    return float(c), float(scale)
+
+
+def gev_fit(maxima) -> tuple[float, float, float]:
+    """GEV fit of block maxima returned as ``(xi, mu, sigma)`` in the Coles sign.
+
+    Wraps ``scipy.stats.genextreme.fit``, whose shape is ``c = -xi`` (metrics.md pitfall 9):
+    ``xi < 0`` is the reverse-Weibull domain (finite endpoint ``mu - sigma / xi``).
+    """
+    x = _as_1d("maxima", maxima)
+    if x.size < 3:
+        raise ValueError(f"need at least 3 maxima, got {x.size}")
+    c, loc, scale = stats.genextreme.fit(x)
+    return float(-c), float(loc), float(scale)
 
 
 # --------------------------------------------------------------------------------------------

@@ -12,6 +12,9 @@ from scipy import optimize, stats
 
 from theory.evt import (
     candidates_from_similarity,
+    embedding_scores,
+    gev_fit,
+    scipy_gpd_fit,
     fit_gpd,
     gpd_loglik,
     gpd_quantile,
@@ -144,6 +147,23 @@ def test_threshold_stability_scan():
     assert np.all(np.abs(df["xi"] + 0.2) < 0.1)
     small = threshold_stability(s[:15000], min_exceed=100)
     assert small["xi"].isna().iloc[-1] and not small["xi"].isna().iloc[0]
+
+
+def test_sign_convention_wrappers():
+    rng = np.random.default_rng(9)
+    y = stats.genpareto.rvs(-0.3, scale=0.1, size=3000, random_state=rng)
+    xi, sigma = scipy_gpd_fit(y)
+    assert abs(xi - fit_gpd(y).xi) < 5e-3 and xi < 0
+    # reverse-Weibull maxima: scipy genextreme c = +0.3 means xi = -0.3 (Coles)
+    m = stats.genextreme.rvs(0.3, loc=0.5, scale=0.1, size=3000, random_state=rng)
+    xi, mu, s = gev_fit(m)
+    assert abs(xi + 0.3) < 0.06 and abs(mu - 0.5) < 0.01 and m.max() < mu - s / xi + 1e-9
+
+
+def test_embedding_scores():
+    z = torch.tensor([[1.0, 0.0], [2.0, 0.0], [0.0, 3.0]])
+    assert np.allclose(embedding_scores(z), [1.0, 0.0, 0.0])
+    assert np.allclose(embedding_scores(z, normalize=False), [2.0, 0.0, 0.0])
 
 
 def test_lower_triangle_scores():
