@@ -306,3 +306,8 @@ def test_record_means_decodes_to_recorded_geometry():
 
 def test_methods_constant_is_complete():
     assert set(METHODS) == {"SCL", "HSCL", "UCL", "HUCL", "InfoNCE", "WeiNCE"}
+
+
+def test_progress_flag_does_not_change_the_table():
+    cfg = RunConfig(method="SCL", **TINY)
+    pd.testing.assert_frame_equal(train_run(cfg, progress=True), train_run(cfg, device="cpu"), check_exact=True)
