@@ -390,6 +390,10 @@ def train_stacked(
             losses.sum().backward()
             opt.step()
             total += losses.detach().to(torch.float64).cpu()
+        bad = ~torch.isfinite(total)
+        if bool(bad.any()):
+            r = int(torch.nonzero(bad)[0])
+            raise FloatingPointError(f"run {configs[r].key()}: non-finite training loss in epoch {epoch}")
         if epoch in record_at:
             mean_loss = (total / batches.shape[0]).tolist()
             for r, (metrics, mu) in enumerate(_stacked_metrics(configs, smodel, X, Y, datas, optima, optima_full)):

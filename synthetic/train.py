@@ -62,6 +62,7 @@ same config gives an identical table (bit for bit on the same machine and thread
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -79,6 +80,7 @@ __all__ = [
     "train_run",
     "collapse_metrics",
     "closed_form_optimum",
+    "config_columns",
     "decode_class_means",
     "recorded_epochs",
     "epoch_batches",
@@ -205,6 +207,11 @@ def collapse_metrics(
         else:
             out["ncm_acc"] = float("nan")
     return out, mu_t.cpu().numpy()
+
+
+def config_columns() -> tuple[str, ...]:
+    """Names of the config columns of a run table (the :class:`RunConfig` fields, in order)."""
+    return tuple(f.name for f in dataclasses.fields(RunConfig))
 
 
 def decode_class_means(value: str) -> np.ndarray:
@@ -374,6 +381,7 @@ def train_run(config: RunConfig, *, progress: bool = False, device: str | torch.
     Raises:
         ValueError: ``config`` is not a RunConfig, or a batch is degenerate for the loss (e.g. a
             single-class mini-batch under SCL).
+        FloatingPointError: the training loss became non-finite (never recorded silently).
     """
     if not isinstance(config, RunConfig):
         raise ValueError(f"config must be a RunConfig, got {type(config).__name__}")
@@ -396,6 +404,8 @@ def train_run(config: RunConfig, *, progress: bool = False, device: str | torch.
             loss.backward()
             opt.step()
             total += loss.detach().to(torch.float64).cpu()
+        if not bool(torch.isfinite(total)):
+            raise FloatingPointError(f"run {config.key()}: non-finite training loss in epoch {epoch}")
         if epoch in record_at:
             metrics, mu = _row_metrics(config, model, data, optimum, optimum_full)
             records.append(_record(config, epoch, float(total) / batches.shape[0], metrics, mu))

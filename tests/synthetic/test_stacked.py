@@ -60,6 +60,15 @@ def test_stacked_loss_with_positive_groups_matches_reference():
             assert float(got[r]) == pytest.approx(float(ref.detach()), rel=1e-12)
 
 
+def test_stacked_loss_finite_at_small_tau():
+    z = torch.nn.functional.normalize(torch.randn(2, 8, 3, generator=_gen(7)), dim=2).requires_grad_()
+    y = torch.randint(0, 3, (2, 8), generator=_gen(8))
+    for setting in ("supervised", "unsupervised"):
+        loss = stacked_contrastive_loss(z, y, setting=setting, beta=torch.tensor([0.0, 50.0]), tau=0.01)
+        (g,) = torch.autograd.grad(loss.sum(), z)
+        assert torch.isfinite(loss).all() and torch.isfinite(g).all()
+
+
 def test_stacked_loss_finite_on_collapsed_embeddings_and_large_beta():
     z = torch.zeros(2, 6, 3, dtype=torch.float64)
     z[..., 0] = 1.0  # every embedding identical: similarities exactly 1

@@ -311,3 +311,25 @@ def test_methods_constant_is_complete():
 def test_progress_flag_does_not_change_the_table():
     cfg = RunConfig(method="SCL", **TINY)
     pd.testing.assert_frame_equal(train_run(cfg, progress=True), train_run(cfg, device="cpu"), check_exact=True)
+
+
+def test_config_columns_and_no_test_set():
+    from synthetic.train import config_columns
+
+    cfg = RunConfig(method="SCL", encoder="linear", **{**TINY, "n_test_per_class": 0})
+    df = train_run(cfg)
+    assert list(df.columns[: len(config_columns())]) == list(config_columns()) == list(cfg.to_dict())
+    assert df["ncm_acc"].isna().all() and df["train_ncm_acc"].notna().all()
+
+
+def test_non_finite_loss_raises(monkeypatch):
+    import synthetic.train as train_mod
+
+    real = train_mod._batch_loss
+
+    def poisoned(*args, **kwargs):
+        return real(*args, **kwargs) * float("nan")
+
+    monkeypatch.setattr(train_mod, "_batch_loss", poisoned)
+    with pytest.raises(FloatingPointError, match="non-finite"):
+        train_run(RunConfig(method="SCL", **TINY))
