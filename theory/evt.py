@@ -143,8 +143,9 @@ def _profile(y: np.ndarray, xis: np.ndarray, max_steps: int = 100) -> tuple[np.n
     For each xi, Newton steps in ``t = log sigma`` on the sigma-score
     ``g(sigma) = sigma dl/dsigma = -n + (1 + 1/xi) sum a/(1 + a)``, ``a = xi y / sigma``,
     safeguarded by a bisection bracket (g decreases from ``+`` to ``-n``). For ``xi < 0`` sigma is
-    kept above ``|xi| max y (1 + 1e-9)``; for ``xi <= -1`` no interior root exists and the
-    constraint is active (the likelihood is unbounded there, pitfall 10).
+    kept above ``|xi| max y (1 + 1e-9)``. For ``xi <= -1`` no interior root exists: sigma is
+    reported at that constraint and, for ``xi < -1``, the profile value is ``-inf`` (the likelihood
+    is unbounded at the constraint, so there is no MLE; pitfall 10).
     """
     n = y.size
     ymax = float(y.max())
@@ -202,7 +203,13 @@ def _profile(y: np.ndarray, xis: np.ndarray, max_steps: int = 100) -> tuple[np.n
         arg = 1.0 + xi[:, None] * y[None, :] / s[:, None]
         with np.errstate(divide="ignore", invalid="ignore"):
             lg = np.where(arg > 0, np.log(np.maximum(arg, 1e-300)), -np.inf)
-        ll[nz] = -n * np.log(s) - c * lg.sum(axis=1)
+        ll_nz = -n * np.log(s) - c * lg.sum(axis=1)
+        # xi < -1: the likelihood grows without bound as sigma -> |xi| max y (no MLE, Smith 1985);
+        # the sigma-score has no root, and a Newton iteration on it drifts to sigma -> infinity.
+        # These grid points are therefore never selected (profile value -inf); xi = -1 itself
+        # (the uniform law) keeps its finite boundary value.
+        ll_nz[xi < -1.0] = -np.inf
+        ll[nz] = ll_nz
     return sig, ll
 
 
@@ -256,6 +263,10 @@ def fit_gpd(
     Grid of ``n_grid`` xi on ``[xi_min, xi_max]``; for each, ``sigma_hat(xi)`` by safeguarded
     Newton (``<= 100`` steps) on the sigma-score; keep the best; then a refinement grid of
     ``n_refine`` points on ``xi_best +- refine_steps`` grid steps (clipped to the range).
+    Grid points with ``xi < -1`` are kept (the notebook's range) but can never be selected: the
+    GPD likelihood has no maximum there (see :func:`profile_sigma`); the effective range is
+    ``[-1, xi_max]``. With few exceedances (``n`` below ~50) and ``xi`` near -1 the fit is
+    unreliable (MLE regular only for ``xi > -0.5``).
 
     Args:
         y: ``(n,)`` exceedances ``y = s - u > 0`` (``n >= 2``, not all equal).

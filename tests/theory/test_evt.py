@@ -73,9 +73,14 @@ def test_profile_sigma_is_the_conditional_maximum(xi):
 
 def test_profile_below_minus_one_keeps_sigma_at_the_constraint():
     y = np.array([0.05, 0.2, 0.3, 0.7, 1.0])
-    sig, ll = profile_sigma(y, [-1.2, -1.5])
-    assert np.allclose(sig, np.array([1.2, 1.5]) * 1.0 * (1 + 1e-9), rtol=1e-12)
-    assert np.all(np.isfinite(ll))
+    sig, ll = profile_sigma(y, [-1.2, -1.5, -1.0])
+    assert np.allclose(sig, np.array([1.2, 1.5, 1.0]) * 1.0 * (1 + 1e-9), rtol=1e-12)
+    assert np.all(ll[:2] == -np.inf)  # unbounded likelihood: no MLE below -1
+    assert abs(ll[2] - (-5 * math.log(1 + 1e-9))) < 1e-12  # uniform law at xi = -1
+    # a small sample near the boundary still gets a fit in [-1, 1]
+    rng = np.random.default_rng(3)
+    fit = fit_gpd(stats.genpareto.rvs(-0.8, scale=0.1, size=30, random_state=rng))
+    assert -1.0 <= fit.xi < 0
 
 
 # ---------------------------------------------------------------------------------------------
