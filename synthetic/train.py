@@ -29,6 +29,10 @@ order. Mini-batches: a fresh permutation per epoch (``"order"`` stream), ``N // 
   ``theory.losses.info_nce(z1, z2, tau, normalize=False)`` /
   ``theory.weince.weince_loss(z1, z2, tau=tau, recipe="core")``. The config's ``normalization`` is
   the only normalisation applied (``info_nce`` does not renormalise).
+* ``f(x + noise)`` means: noise ``N(0, noise_std^2)`` added to the encoder *input* for linear/MLP
+  encoders and to the raw, pre-normalisation *feature* for free features (whose raw norms may grow
+  during training, which shrinks the relative size of the noise). Noise and partners are drawn
+  afresh at every step (``"step"`` stream).
 
 **Metrics** (no grad, float64, on the normalised embeddings ``z`` of the full training set,
 ``theory.collapse``): the paper conditions ``unit_norm``, ``zero_sum``, ``etf_mean``, ``etf_max``,
