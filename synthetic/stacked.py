@@ -30,7 +30,6 @@ from __future__ import annotations
 import math
 from dataclasses import fields
 
-import numpy as np
 import pandas as pd
 import torch
 import torch.nn.functional as F
