@@ -49,6 +49,7 @@ __all__ = [
     "tail_aic_fits",
     "tlambda_loglik",
     "candidates_from_similarity",
+    "two_view_link_candidates",
     "LinkSelection",
     "link_select",
     "NoiseFloorTheory",
@@ -626,6 +627,22 @@ def candidates_from_similarity(S, positives, negatives=None) -> np.ndarray:
         raise ValueError(f"every anchor needs the same number (>= 1) of negatives, got counts {np.unique(counts)}")
     neg = S[mask].reshape(A, int(counts[0]))
     return np.concatenate([S[np.arange(A), pos][:, None], neg], axis=1)
+
+
+def two_view_link_candidates(z1, z2) -> np.ndarray:
+    """Candidate rows of frozen two-view embeddings for :func:`link_select`.
+
+    The NT-Xent candidate set of :func:`theory.losses.two_view_candidates` (cosine similarities,
+    positive ``(i + N) mod 2N`` in column 0, the ``2N - 2`` negatives after it), as float64 numpy.
+    Shapes: ``z1, z2`` ``(N, d)`` -> ``(2N, 2N - 1)``.
+    """
+    import torch
+
+    from theory.losses import two_view_candidates
+
+    with torch.no_grad():
+        _, cand = two_view_candidates(torch.as_tensor(z1), torch.as_tensor(z2))
+    return cand.double().cpu().numpy()
 
 
 @dataclass(frozen=True)

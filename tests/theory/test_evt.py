@@ -12,6 +12,7 @@ from scipy import optimize, stats
 
 from theory.evt import (
     candidates_from_similarity,
+    two_view_link_candidates,
     embedding_scores,
     gev_fit,
     scipy_gpd_fit,
@@ -294,6 +295,12 @@ def test_candidates_from_similarity():
     assert candidates_from_similarity(S, [2, 3, 0, 1], mask).tolist() == [[2, 1], [7, 4], [8, 9], [13, 14]]
     with pytest.raises(ValueError, match="positives"):
         candidates_from_similarity(S, [4, 0, 0, 0])
+    # the two-view helper equals the generic one on the cosine matrix
+    g = torch.Generator().manual_seed(0)
+    z1, z2 = torch.randn(5, 3, generator=g, dtype=torch.float64), torch.randn(5, 3, generator=g, dtype=torch.float64)
+    z = torch.nn.functional.normalize(torch.cat([z1, z2]), dim=1)
+    want = candidates_from_similarity((z @ z.T).numpy(), (np.arange(10) + 5) % 10)
+    assert np.allclose(two_view_link_candidates(z1, z2), want, atol=1e-15)
 
 
 # ---------------------------------------------------------------------------------------------
