@@ -177,9 +177,15 @@ def test_shipped_claim_grids(name):
     if name != "r5_batch_size":
         assert {c.num_classes for c in default.configs} == {10}
         assert {c.embed_dim for c in default.configs} == {9}
+    else:  # many classes; only the batch size varies (besides the seed)
+        assert {c.num_classes for c in default.configs} == {100}
+        assert {32, 64, 512} <= {c.batch_size for c in default.configs}
+        assert len({c.replace(batch_size=0, seed=0).key() for c in default.configs}) == 1
     paper = sw.load_grid(files[name], scale="paper")
     assert len({c.seed for c in paper.configs}) >= 3
-    assert max(c.epochs for c in paper.configs) >= max(c.epochs for c in default.configs)
+    # paper scale: at least as much data per run, and the authors' K = 256 sampled negatives
+    assert max(c.num_train for c in paper.configs) >= max(c.num_train for c in default.configs)
+    assert {(c.estimator, c.num_negatives) for c in paper.configs} == {("sampled", 256)}
     quick = sw.load_grid(name, scale="quick")
     assert len(quick) <= len(default)
 
@@ -449,7 +455,7 @@ def test_evaluate_claims_verdicts_on_constructed_tables():
         _seeds({"method": "UCL"}, 0.01, 0.01) + _seeds({"method": "HUCL", "beta": 2.0}, 0.05, 0.01)
         + _seeds({"method": "HUCL", "beta": 10.0}, 0.4, 0.2),
     )
-    s4 = _claim_table("s4_no_normalisation", _seeds({"normalization": "none"}, 0.2, 3.0, effective_rank=4.0))
+    s4 = _claim_table("s4_no_normalisation", _seeds({"normalization": "none"}, 0.2, 3.0, effective_rank=4.0, spectrum_min=-12.0))
     r5 = _claim_table(
         "r5_batch_size",
         _seeds({"batch_size": 32}, 0.3, 0.2) + _seeds({"batch_size": 64}, 0.01, 0.01) + _seeds({"batch_size": 512}, 0.02, 0.01),
@@ -467,7 +473,7 @@ def test_evaluate_claims_verdicts_on_constructed_tables():
     bad.loc[s3m, "etf_mean"] = 0.4 - bad.loc[s3m, "beta"] * 0.03
     bad.loc[bad["grid"] == "s4_no_normalisation", "etf_mean"] = 0.001
     bad.loc[bad["grid"] == "s4_no_normalisation", "within_class_variation"] = 0.001
-    bad.loc[bad["grid"] == "s4_no_normalisation", "effective_rank"] = 9.0
+    bad.loc[bad["grid"] == "s4_no_normalisation", "spectrum_min"] = -0.5
     bad.loc[(bad["grid"] == "r5_batch_size"), "etf_mean"] = 0.01
     bad.loc[(bad["grid"] == "r5_batch_size"), "within_class_variation"] = 0.01
     v = sw.evaluate_claims(bad).set_index("claim")
