@@ -27,9 +27,9 @@ from theory.weince import WeibullBetaState, tail_size, weince_loss
 
 
 def naive_weince(z1, z2, tau=0.5, q=0.2, margin=2.0, kappa_rho=10.0, kappa_aic=1.0, eps=1e-6):
-    """A straightforward (unfused) WeiNCE: masked full-row top-k, per-step tensors, autograd logits."""
-    z = F.normalize(torch.cat([z1, z2]), dim=1)
-    S = z @ z.T
+    """A straightforward (unfused) WeiNCE after spec §3.1: masked full-row ``torch.topk``, the
+    statistics as separate tensor ops, autograd through the T_lambda logits."""
+    S, cand = two_view_candidates(z1, z2)
     A = S.shape[0]
     N = A // 2
     idx = torch.arange(A)
@@ -61,7 +61,6 @@ def naive_weince(z1, z2, tau=0.5, q=0.2, margin=2.0, kappa_rho=10.0, kappa_aic=1
         daic = n * torch.log(sseG / n) - n * torch.log(sseW / n)
         rho0 = torch.clamp(torch.sort(rho).values[round(q * (A - 1))], min=eps)
         lam = torch.sigmoid(kappa_rho * (torch.log(rho0) - torch.log(rho))) * torch.sigmoid(kappa_aic * (daic - margin))
-    cand = torch.cat([S[idx, pos][:, None], S[negmask].reshape(A, A - 2)], dim=1)
     W = -torch.log(1 - torch.clamp(cand, max=1 - eps))
     logits = (1 - lam[:, None]) * cand / tau + lam[:, None] * W
     return F.cross_entropy(logits, torch.zeros(A, dtype=torch.long))
