@@ -26,9 +26,10 @@ order. Mini-batches: a fresh permutation per epoch (``"order"`` stream), ``N // 
 * InfoNCE/WeiNCE: two views ``(z1, z2)``: ``z1 = f(x_idx)``, ``z2`` = a uniformly random other
   sample of the same class from the whole training set (``"label"``,
   :func:`synthetic.data.same_class_partners`) or ``f(x_idx + noise)`` (``"noise"``);
-  ``theory.losses.info_nce(z1, z2, tau, normalize=False)`` /
-  ``theory.weince.weince_loss(z1, z2, tau=tau, recipe="core")``. The config's ``normalization`` is
-  the only normalisation applied (``info_nce`` does not renormalise).
+  ``theory.losses.info_nce(z1, z2, tau)`` /
+  ``theory.weince.weince_loss(z1, z2, tau=tau, recipe="core")``. Both use cosine similarities
+  (SimCLR's NT-Xent; WeiNCE needs ``s <= 1``), so WeiNCE with ``lambda = 0`` is exactly InfoNCE;
+  the config's ``normalization`` still defines the embeddings on which the metrics are computed.
 * ``f(x + noise)`` means: noise ``N(0, noise_std^2)`` added to the encoder *input* for linear/MLP
   encoders and to the raw, pre-normalisation *feature* for free features (whose raw norms may grow
   during training, which shrinks the relative size of the noise). Noise and partners are drawn
@@ -252,8 +253,8 @@ def _two_view_loss(config: RunConfig, z1: torch.Tensor, z2: torch.Tensor) -> tor
     if config.method == "InfoNCE":
         from theory.losses import info_nce
 
-        return info_nce(z1, z2, tau=config.tau, normalize=False)
-    from theory.weince import weince_loss  # written concurrently; imported lazily
+        return info_nce(z1, z2, tau=config.tau)
+    from theory.weince import weince_loss
 
     return weince_loss(z1, z2, tau=config.tau, recipe="core")
 
