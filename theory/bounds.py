@@ -46,6 +46,7 @@ import torch
 from scipy.special import logsumexp
 from scipy.stats import binom, norm
 
+from theory.losses import apply_psi
 from theory.sampling import hardening
 
 __all__ = [
@@ -180,13 +181,11 @@ def make_psi(kind: str = "mean", k: int = 1, *, tau: float = 1.0, margin: float 
     k = _check_K(k)
     tau = _check_tau(tau)
     margin = _check_margin(margin)
-    if kind == "mean":
-        shift = -math.log(k)
-        fn = lambda t: np.logaddexp(0.0, logsumexp(t / tau, axis=-1) + shift)  # noqa: E731
-    elif kind == "sum":
-        fn = lambda t: np.logaddexp(0.0, logsumexp(t / tau, axis=-1))  # noqa: E731
-    else:
-        fn = lambda t: np.maximum(t / tau + margin, 0.0).mean(axis=-1)  # noqa: E731
+
+    def fn(t):  # the one psi implementation, theory.losses.apply_psi, on numpy input
+        t = torch.as_tensor(np.asarray(t, dtype=np.float64))
+        return apply_psi(t, kind, tau=tau, margin=margin).numpy()
+
     return Psi(f"{kind}(tau={tau:g}" + (f", margin={margin:g})" if kind == "triplet" else ")"), k, fn)
 
 
@@ -811,7 +810,9 @@ def harris_monte_carlo(
     z, _ = random_instance(rng, num_points=N, num_classes=num_classes, d=d, domain=domain)
     labels = np.repeat(np.arange(num_classes), per_class)
     psi_fn = make_psi(psi, K, tau=tau)
-    eta_fn = eta_from_hardening(eta, **(eta_params or {"beta": 5.0}))
+    if eta_params is None:
+        eta_params = {"beta": 5.0} if eta == "exponential" else {}
+    eta_fn = eta_from_hardening(eta, **eta_params)
     anchors = rng.integers(0, N, num_pairs)
     positives = labels[anchors] * per_class + rng.integers(0, per_class, num_pairs)
     S_a = z[anchors] @ z.T  # (M, N)

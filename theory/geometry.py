@@ -34,17 +34,19 @@ def as_float_tensor(z, name: str = "z", min_dtype: torch.dtype = torch.float32) 
     """Return ``z`` as a floating torch tensor of at least ``min_dtype`` precision.
 
     Half-precision inputs (float16, bfloat16) are promoted to float32 so statistics are never
-    computed in 16 bits; float64 stays float64. numpy arrays are converted without copying where
-    possible.
+    computed in 16 bits; float64 stays float64; integer and bool inputs become the default float
+    dtype. numpy arrays are converted without copying where possible.
 
     Raises:
-        ValueError: ``z`` is not a floating tensor/array.
+        ValueError: ``z`` cannot be converted to a tensor, or is complex.
     """
     if not isinstance(z, torch.Tensor):
         try:
             z = torch.as_tensor(z)
         except Exception as exc:  # pragma: no cover - defensive
             raise ValueError(f"{name} must be a tensor or array, got {type(z).__name__}") from exc
+    if z.is_complex():
+        raise ValueError(f"{name} must be real, got dtype {z.dtype}")
     if not z.is_floating_point():
         z = z.to(torch.get_default_dtype())
     if z.dtype in (torch.float16, torch.bfloat16) or (
@@ -64,6 +66,9 @@ def normalize(z: torch.Tensor, mode: str = "ball") -> torch.Tensor:
       authors' ``out * min(1, 1/||out||)`` (spec/hcl.md §5.2, quirk 7).
     * ``"sphere"``: ``z / ||z||``; a zero row stays zero (its gradient is finite), instead of NaN.
 
+    The norm is computed in at least float32 (half-precision inputs are normalised in float32 and
+    cast back), so a tiny or zero row never overflows or divides by a rounded-to-zero norm.
+
     Raises:
         ValueError: unknown ``mode`` or ``z`` with no feature dimension.
     """
@@ -73,10 +78,13 @@ def normalize(z: torch.Tensor, mode: str = "ball") -> torch.Tensor:
         raise ValueError("z must be a torch tensor with at least one dimension (..., d)")
     if mode == "none":
         return z
-    norm = torch.linalg.vector_norm(z, dim=-1, keepdim=True)
+    zf = as_float_tensor(z)
+    norm = torch.linalg.vector_norm(zf, dim=-1, keepdim=True)
     if mode == "ball":
-        return z / torch.clamp(norm, min=1.0)
-    return z / torch.clamp(norm, min=_TINY)
+        out = zf / torch.clamp(norm, min=1.0)
+    else:
+        out = torch.where(norm > _TINY, zf / torch.clamp(norm, min=_TINY), torch.zeros_like(zf))
+    return out.to(z.dtype)
 
 
 class Normalize(nn.Module):

@@ -15,15 +15,20 @@ of (anchor, positive) pairs. psi forms (spec/hcl.md §2.1), all applied to ``t /
 * ``"sum"``: ``log(1 + sum_r exp(t_r / tau))``;
 * ``"triplet"``: ``(1/K) sum_r max(0, t_r / tau + margin)``.
 
-``estimator="expectation"`` replaces the average over the K sampled negatives by its exact
-expectation under ``q_i`` (for ``"sum"``: K times it inside the log); ``"sampled"`` draws them.
-In both, the sampling weights ``q_i`` are detached by default (as in the authors' code), so the
-expectation estimator's gradient is the expected gradient of the sampled one.
+``estimator="sampled"`` is the authors' Monte Carlo: K negatives drawn from ``q_i`` per pair.
+``estimator="expectation"`` (deterministic) replaces the K-sample average *inside* psi by its
+exact expectation under ``q_i``: ``log(1 + E_q exp(t / tau))`` for ``"mean"`` (``K`` times it for
+``"sum"``). This is the K -> infinity limit of the sampled loss, not its expectation: by Jensen it
+lies above ``E[sampled]`` for the mean form (spec/hcl.md §3.6; ``theory.bounds`` gives both closed
+forms). For ``"triplet"`` psi is linear in the draws and the two agree in expectation. The
+sampling weights ``q_i`` are detached by default, as in the authors' code.
 """
 
 from __future__ import annotations
 
+import functools
 import math
+import numbers
 
 import torch
 import torch.nn.functional as F
@@ -39,6 +44,7 @@ __all__ = [
     "two_view_contrastive_loss",
     "info_nce",
     "two_view_candidates",
+    "apply_psi",
     "SCL",
     "HSCL",
     "UCL",
@@ -49,6 +55,35 @@ __all__ = [
 SETTINGS = ("supervised", "unsupervised")
 PSI_FORMS = ("mean", "sum", "triplet")
 ESTIMATORS = ("expectation", "sampled")
+
+
+def apply_psi(t: torch.Tensor, form: str = "mean", *, tau: float = 1.0, margin: float = 1.0) -> torch.Tensor:
+    """The psi family of spec/hcl.md §2.1 applied to ``t / tau``, over the last axis.
+
+    Shapes: ``t`` ``(..., K)`` differences ``S[i, n_r] - S[i, j]`` -> ``(...)``.
+
+    * ``"mean"``: ``log(1 + (1/K) sum_r exp(t_r / tau))`` (the authors' form);
+    * ``"sum"``: ``log(1 + sum_r exp(t_r / tau))``;
+    * ``"triplet"``: ``(1/K) sum_r max(0, t_r / tau + margin)``.
+
+    Log-sum-exp throughout (finite for any finite ``t`` and ``tau > 0``).
+
+    Raises:
+        ValueError: unknown ``form``, ``tau <= 0``, ``margin < 0`` or ``t`` without a last axis.
+    """
+    if form not in PSI_FORMS:
+        raise ValueError(f"form must be one of {PSI_FORMS}, got {form!r}")
+    tau = _check_positive("tau", tau)
+    if not float(margin) >= 0:
+        raise ValueError(f"margin must be >= 0, got {margin}")
+    if not isinstance(t, torch.Tensor) or t.dim() < 1 or t.shape[-1] < 1:
+        raise ValueError("t must be a tensor with a non-empty last axis (..., K)")
+    if form == "triplet":
+        return torch.relu(t / tau + margin).mean(dim=-1)
+    lse = torch.logsumexp(t / tau, dim=-1)
+    if form == "mean":
+        lse = lse - math.log(t.shape[-1])
+    return F.softplus(lse)
 
 
 def _check_positive(name: str, value: float) -> float:
@@ -138,6 +173,8 @@ def contrastive_loss(
         raise ValueError(f"estimator must be one of {ESTIMATORS}, got {estimator!r}")
     tau = _check_positive("tau", tau)
     beta_is_tensor = isinstance(beta, torch.Tensor) and beta.dim() == 1
+    if isinstance(beta, torch.Tensor) and beta.dim() > 1:
+        raise ValueError(f"beta must be a scalar or a (B,) tensor, got shape {tuple(beta.shape)}")
     if beta_is_tensor:
         if bool((beta < 0).any()) or not bool(torch.isfinite(beta).all()):
             raise ValueError("beta must be finite and >= 0 for every anchor")
@@ -145,8 +182,9 @@ def contrastive_loss(
         beta = float(beta)
         if not (beta >= 0 and math.isfinite(beta)):
             raise ValueError(f"beta must be a finite number >= 0, got {beta}")
-    if not isinstance(num_negatives, int) or num_negatives < 1:
+    if isinstance(num_negatives, bool) or not isinstance(num_negatives, numbers.Integral) or num_negatives < 1:
         raise ValueError(f"num_negatives must be an integer >= 1, got {num_negatives!r}")
+    num_negatives = int(num_negatives)
     if not (float(margin) >= 0):
         raise ValueError(f"margin must be >= 0, got {margin}")
     if not isinstance(z, torch.Tensor) or z.dim() != 2:
@@ -205,15 +243,9 @@ def contrastive_loss(
     if not detach_weights:
         raise ValueError("detach_weights=False is only defined for estimator='expectation'")
     flat_idx = sample_negatives(logq, rows, num_negatives, generator, flat=True)  # (P, K)
-    s_pos = S[rows, cols] / tau  # (P,)
-    if psi == "triplet":
-        s_neg = torch.take(S, flat_idx) / tau  # (P, K), gradients flow through S
-        per_pair = torch.relu(s_neg - s_pos[:, None] + margin).mean(dim=1)
-    else:
-        lse = torch.logsumexp(torch.take(S / tau, flat_idx), dim=1) - s_pos
-        if psi == "mean":
-            lse = lse - math.log(num_negatives)
-        per_pair = F.softplus(lse)
+    # (P, K) sampled differences S[i, n_r] - S[i, j]; gradients flow through S, never a (P, K, d).
+    t = torch.take(S, flat_idx) - S[rows, cols][:, None]
+    per_pair = apply_psi(t, psi, tau=tau, margin=margin)
     return per_pair.sum() / num_pairs
 
 
@@ -299,26 +331,17 @@ def two_view_contrastive_loss(
     return contrastive_loss(torch.cat([z1, z2]), torch.cat([labels, labels]), **kwargs)
 
 
-_CANDIDATE_INDEX: dict[tuple[int, str], torch.Tensor] = {}
-
-
+@functools.lru_cache(maxsize=32)
 def _candidate_index(N: int, device: torch.device) -> torch.Tensor:
     """Column index ``(2N, 2N-1)``: positive ``(i+N) mod 2N`` first, then negatives ascending."""
-    key = (N, str(device))
-    idx = _CANDIDATE_INDEX.get(key)
-    if idx is None:
-        A = 2 * N
-        i = torch.arange(A, device=device)[:, None]
-        p = (i + N) % A
-        lo, hi = torch.minimum(i, p), torch.maximum(i, p)
-        r = torch.arange(A - 2, device=device)[None, :]
-        c = r + (r >= lo).long()
-        c = c + (c >= hi).long()
-        idx = torch.cat([p, c], dim=1)
-        if len(_CANDIDATE_INDEX) > 64:
-            _CANDIDATE_INDEX.clear()
-        _CANDIDATE_INDEX[key] = idx
-    return idx
+    A = 2 * N
+    i = torch.arange(A, device=device)[:, None]
+    p = (i + N) % A
+    lo, hi = torch.minimum(i, p), torch.maximum(i, p)
+    r = torch.arange(A - 2, device=device)[None, :]
+    c = r + (r >= lo).long()
+    c = c + (c >= hi).long()
+    return torch.cat([p, c], dim=1)
 
 
 def two_view_candidates(
@@ -371,6 +394,8 @@ def _named(setting: str, default_beta: float | None, name: str, doc: str):
             beta = default_beta
         if default_beta == 0.0 and float(beta) != 0.0:
             raise ValueError(f"{name} has beta = 0; use H{name} for beta > 0")
+        if default_beta is None and not float(beta) > 0.0:
+            raise ValueError(f"{name} needs beta > 0 (hardness), got {beta}; use {name[1:]} for beta = 0")
         return contrastive_loss(z, labels, setting=setting, beta=beta, **kwargs)
 
     loss.__name__ = name

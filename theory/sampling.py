@@ -20,6 +20,7 @@ Two estimators of the per-pair negative average ``E_{n ~ q_i}[g(S[i, n])]``:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
@@ -40,30 +41,38 @@ def hardening(kind: str = "exponential", **params: float) -> Callable[[torch.Ten
         ``"exponential"``: ``exp(beta * t)`` (param ``beta >= 0``);
         ``"step"``: ``low + (1 - low) * 1[t >= threshold]`` (params ``threshold``, ``low`` in
         ``[0, 1]``; ``low > 0`` keeps ``E[eta] > 0``);
-        ``"polynomial"``: ``(t + shift)^power`` for ``t >= -shift`` and 0 below (params ``power >= 0``,
-        ``shift``; with ``shift >= 1`` it is positive on ``[-1, 1]``).
+        ``"polynomial"``: ``(t + shift)^power`` for ``t > -shift`` and 0 below (params ``power >= 0``,
+        ``shift``; with ``shift > 1`` it is positive on ``[-1, 1]``).
 
     Raises:
-        ValueError: unknown kind or a parameter that breaks monotonicity / non-negativity.
+        ValueError: unknown kind, an unknown or non-finite parameter, or a parameter that breaks
+            monotonicity / non-negativity.
     """
+    allowed_params = {"exponential": {"beta"}, "step": {"threshold", "low"}, "polynomial": {"power", "shift"}}
+    if kind not in allowed_params:
+        raise ValueError(f"kind must be 'exponential', 'step' or 'polynomial', got {kind!r}")
+    unknown = set(params) - allowed_params[kind]
+    if unknown:
+        raise ValueError(f"unknown parameter(s) {sorted(unknown)} for kind={kind!r}; expected {sorted(allowed_params[kind])}")
+    values = {key: float(v) for key, v in params.items()}
+    if not all(math.isfinite(v) for v in values.values()):
+        raise ValueError(f"hardening parameters must be finite, got {params}")
     if kind == "exponential":
-        beta = float(params.get("beta", 1.0))
+        beta = values.get("beta", 1.0)
         if not beta >= 0:
             raise ValueError(f"beta must be >= 0, got {beta}")
         return lambda t: torch.exp(beta * t)
     if kind == "step":
-        threshold = float(params.get("threshold", 0.0))
-        low = float(params.get("low", 0.1))
+        threshold = values.get("threshold", 0.0)
+        low = values.get("low", 0.1)
         if not 0.0 <= low <= 1.0:
             raise ValueError(f"low must lie in [0, 1], got {low}")
         return lambda t: low + (1.0 - low) * (t >= threshold).to(t.dtype)
-    if kind == "polynomial":
-        power = float(params.get("power", 2.0))
-        shift = float(params.get("shift", 1.0))
-        if not power >= 0:
-            raise ValueError(f"power must be >= 0, got {power}")
-        return lambda t: torch.clamp(t + shift, min=0.0) ** power
-    raise ValueError(f"kind must be 'exponential', 'step' or 'polynomial', got {kind!r}")
+    power = values.get("power", 2.0)
+    shift = values.get("shift", 1.0)
+    if not power >= 0:
+        raise ValueError(f"power must be >= 0, got {power}")
+    return lambda t: torch.where(t + shift > 0, torch.clamp(t + shift, min=0.0) ** power, torch.zeros_like(t))
 
 
 def tilted_log_weights(
@@ -79,6 +88,8 @@ def tilted_log_weights(
     if S.shape != allowed.shape:
         raise ValueError(f"allowed must have the shape of S {tuple(S.shape)}, got {tuple(allowed.shape)}")
     beta_t = torch.as_tensor(beta, dtype=S.dtype, device=S.device)
+    if beta_t.dim() > 1 or bool((beta_t < 0).any()) or not bool(torch.isfinite(beta_t).all()):
+        raise ValueError(f"beta must be a finite scalar or (B,) tensor >= 0, got {beta}")
     empty = ~allowed.any(dim=1, keepdim=True)
     any_empty = bool(empty.any())
     if beta_t.dim() == 0 and float(beta_t) == 0.0:
@@ -142,6 +153,8 @@ def sample_negatives(
     to the last allowed column of the row. Never materialises a ``(P, B)`` or ``(P, K, d)`` tensor.
     Sampling weights carry no gradient.
 
+    Raises ``ValueError`` when a requested row has no allowed column.
+
     Shapes: ``logq`` ``(B, B)`` (``-inf`` = not allowed), ``rows`` ``(P,)`` long ->
     indices ``(P, num_negatives)`` long: column indices, or with ``flat=True`` indices into
     ``logq.reshape(-1)`` (``rows * B + column``, what a gather from a ``(B, B)`` matrix needs).
@@ -157,6 +170,8 @@ def sample_negatives(
         offset = 2.0 * torch.arange(logq.shape[0], dtype=torch.float64, device=logq.device)
         flat_cdf = (cdf + offset[:, None]).reshape(-1)
         allowed = q > 0
+        if rows.numel() and not bool(allowed.any(dim=1)[rows].all()):
+            raise ValueError("logq has a requested row with no allowed column (all -inf): nothing to sample")
         last_allowed = (B - 1) - torch.argmax(torch.flip(allowed, dims=[1]).to(torch.int8), dim=1)
         last_flat = torch.arange(logq.shape[0], device=logq.device) * B + last_allowed
         gen_device = generator.device if generator is not None else logq.device

@@ -152,7 +152,12 @@ def collision_probability_expr(C: int | sp.Symbol | None = None, beta=None) -> s
     The tilt at NC weighs a same-class negative (score 1) by ``e^beta`` and each of the ``C-1``
     other classes (score ``-1/(C-1)``) by ``e^(-beta/(C-1))``, all with prior ``1/C``.
     """
-    C = sp.Symbol("C", positive=True) if C is None else C
+    if C is None:
+        C = sp.Symbol("C", positive=True)
+    elif not isinstance(C, sp.Symbol):
+        if isinstance(C, bool) or int(C) != C or int(C) < 2:
+            raise ValueError(f"C must be an integer >= 2 or a sympy Symbol, got {C!r}")
+        C = sp.Integer(int(C))
     beta = sp.Symbol("beta", nonnegative=True) if beta is None else sp.nsimplify(beta)
     same = sp.exp(beta * 1) / C
     other = (C - 1) * sp.exp(beta * (-1 / (C - 1))) / C
@@ -216,9 +221,11 @@ def check_tlambda_derivative() -> bool:
     u = sp.Symbol("u", positive=True)
     mu = sp.Symbol("mu", nonnegative=True)  # 1 - lambda
     d1u = sp.simplify(d1.subs(s, 1 - u).subs(lam, 1 - mu))
-    # lambda in [0, 1]: lambda = 1 - mu with mu in [0, 1]; d1 = mu/tau + (1-mu)/u > 0 since one
-    # of the two non-negative terms is positive.
-    if not (sp.simplify(d1u - (mu / tau + (1 - mu) / u)) == 0):
+    # lambda in [0, 1]: lambda = 1 - mu with mu in [0, 1]. d1 is affine in mu, so it is positive on
+    # [0, 1] iff it is positive at both end points (sympy decides each from the symbol assumptions).
+    if sp.diff(d1u, mu, 2) != 0:
+        return False
+    if not (d1u.subs(mu, 0).is_positive and d1u.subs(mu, 1).is_positive):
         return False
     d2u = d2.subs(s, 1 - u)
     return bool(d2u.is_nonnegative)

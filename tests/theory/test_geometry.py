@@ -84,3 +84,17 @@ def test_gram():
     torch.testing.assert_close(gram(z), torch.einsum("id,jd->ij", z, z))
     with pytest.raises(ValueError):
         gram(torch.ones(3))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_normalize_half_precision_zero_and_tiny_rows(dtype):
+    z = torch.tensor([[0.0, 0.0], [1e-4, 0.0], [3.0, 4.0]], dtype=dtype, requires_grad=True)
+    for mode in ["ball", "sphere"]:
+        out = normalize(z, mode)
+        assert out.dtype == dtype and torch.isfinite(out).all()
+        out.sum().backward()
+        assert torch.isfinite(z.grad).all()
+        z.grad = None
+    sphere = normalize(z, "sphere").float()
+    torch.testing.assert_close(sphere[1:].norm(dim=1), torch.ones(2), atol=1e-2, rtol=0)
+    assert torch.equal(sphere[0], torch.zeros(2))

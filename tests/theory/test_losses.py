@@ -397,3 +397,43 @@ def test_info_nce_validation():
         info_nce(torch.ones(1, 2), torch.ones(1, 2))
     with pytest.raises(ValueError, match="same shape"):
         info_nce(torch.ones(3, 2), torch.ones(4, 2))
+
+
+@pytest.mark.parametrize("form", ["mean", "sum", "triplet"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_apply_psi_matches_loop(form, dtype):
+    from theory.losses import apply_psi
+
+    t = torch.randn(4, 7, generator=torch.Generator().manual_seed(0), dtype=dtype)
+    got = apply_psi(t, form, tau=0.3, margin=0.4)
+    for r in range(4):
+        vals = [float(v) / 0.3 for v in t[r]]
+        if form == "mean":
+            ref = math.log(1 + sum(math.exp(v) for v in vals) / 7)
+        elif form == "sum":
+            ref = math.log(1 + sum(math.exp(v) for v in vals))
+        else:
+            ref = sum(max(0.0, v + 0.4) for v in vals) / 7
+        assert float(got[r]) == pytest.approx(ref, rel=1e-6 if dtype == torch.float32 else 1e-12)
+    big = apply_psi(torch.full((2, 3), 1e4, dtype=dtype), form, tau=0.01)
+    assert torch.isfinite(big).all()
+    with pytest.raises(ValueError, match="form"):
+        apply_psi(t, "hinge")
+    with pytest.raises(ValueError, match="tau"):
+        apply_psi(t, form, tau=0)
+
+
+def test_numpy_integer_and_tensor_arguments():
+    z, labels = random_batch(B=10, C=3, seed=31)
+    a = contrastive_loss(z, labels, setting="supervised", psi="sum", num_negatives=np.int64(8))
+    b = contrastive_loss(z, labels, setting="supervised", psi="sum", num_negatives=8)
+    assert torch.equal(a, b)
+    with pytest.raises(ValueError, match="num_negatives"):
+        contrastive_loss(z, labels, setting="supervised", num_negatives=True)
+    with pytest.raises(ValueError, match="beta"):
+        contrastive_loss(z, labels, setting="supervised", beta=torch.ones(2, 5))
+    with pytest.raises(ValueError, match="beta > 0"):
+        HSCL(z, labels, beta=0.0)
+    # a per-anchor beta equals the scalar one when constant
+    per = contrastive_loss(z, labels, setting="unsupervised", beta=torch.full((10,), 2.0, dtype=torch.float64))
+    assert float(per) == pytest.approx(float(contrastive_loss(z, labels, setting="unsupervised", beta=2.0)), abs=1e-14)

@@ -122,7 +122,7 @@ def test_sample_negatives_single_allowed_column():
 
 
 @pytest.mark.parametrize("kind,params", [("exponential", {"beta": 2.0}), ("step", {"threshold": 0.2, "low": 0.1}),
-                                         ("polynomial", {"power": 3.0, "shift": 1.0})])
+                                         ("polynomial", {"power": 3.0, "shift": 1.0}), ("polynomial", {"power": 0.0, "shift": 0.5})])
 def test_hardening_functions_are_nonnegative_and_nondecreasing(kind, params):
     eta = hardening(kind, **params)
     t = torch.linspace(-1, 1, 201, dtype=torch.float64)
@@ -141,3 +141,28 @@ def test_hardening_validation():
         hardening("sigmoid")
     with pytest.raises(ValueError, match="shape"):
         tilted_log_weights(torch.zeros(3, 3), torch.ones(2, 2, dtype=torch.bool), 1.0)
+
+
+def test_hardening_rejects_unknown_and_non_finite_parameters():
+    with pytest.raises(ValueError, match="unknown parameter"):
+        hardening("exponential", bta=5.0)
+    with pytest.raises(ValueError, match="unknown parameter"):
+        hardening("step", beta=5.0)
+    with pytest.raises(ValueError, match="finite"):
+        hardening("exponential", beta=float("inf"))
+    eta = hardening("polynomial", power=0.0, shift=0.5)
+    assert float(eta(torch.tensor(-0.9))) == 0.0 and float(eta(torch.tensor(0.0))) == 1.0
+
+
+def test_sampler_and_weights_validate():
+    S, allowed = _setup(B=5, seed=7)
+    with pytest.raises(ValueError, match="beta"):
+        tilted_log_weights(S, allowed, -1.0)
+    with pytest.raises(ValueError, match="beta"):
+        tilted_log_weights(S, allowed, float("nan"))
+    empty = allowed.clone()
+    empty[1] = False
+    logq = tilted_log_weights(S, empty, 1.0)
+    with pytest.raises(ValueError, match="no allowed column"):
+        sample_negatives(logq, torch.tensor([0, 1]), 3)
+    assert sample_negatives(logq, torch.tensor([0, 2]), 3).shape == (2, 3)  # other rows are fine

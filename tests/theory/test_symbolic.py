@@ -117,3 +117,15 @@ def test_weibull_validation():
         symbolic.etf_gram_matrix(1)
     with pytest.raises(ValueError, match="tau"):
         symbolic.scl_optimum_expr(3, tau=0)
+
+
+def test_collision_probability_expr_is_exact_for_integer_C():
+    import sympy as sp
+
+    from theory.symbolic import collision_probability_expr
+
+    q = collision_probability_expr(3, 1)
+    assert not q.atoms(sp.Float)  # exact: no float crept in through -1/(C-1)
+    assert sp.simplify(q - sp.E / (sp.E + 2 * sp.exp(sp.Rational(-1, 2)))) == 0
+    with pytest.raises(ValueError, match="C must be"):
+        collision_probability_expr(1, 1)
