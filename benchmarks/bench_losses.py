@@ -11,18 +11,15 @@ Prints, from one run (interleaved repeats, medians), the forward+backward time o
   estimators, structured like the authors' code (per anchor: build masks, weights, sample with
   numpy, average),
 
-their ratios, and the peak resident memory of one forward+backward in a fresh process (expectation
-estimator at B, 2B, 4B to show the O(B^2) growth; sampled estimator at B).
+their ratios, and the memory autograd holds for backward (unique saved storages) at B/2, B and 2B:
+the expectation estimator grows as O(B^2); the sampled one holds O(P K) indices and values but
+never a (P, K, d) tensor.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import resource
 import statistics
-import subprocess
-import sys
 import time
 
 import numpy as np
@@ -97,19 +94,23 @@ def time_all(B, d, C, K, beta, repeats, loop_repeats):
     return {name: statistics.median(v) for name, v in times.items()}
 
 
-def _peak_child(args):
-    """Peak RSS (MiB) above the baseline of a fresh process running one forward+backward."""
-    code = (
-        "import json,resource,sys,torch;"
-        "from benchmarks.bench_losses import make_batch, methods;"
-        "B,d,C,K,beta,name=json.loads(sys.argv[1]);z,l=make_batch(B,d,C);"
-        "base=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss;"
-        "zz=z.clone().requires_grad_(True);"
-        "(methods(l,beta,K)[name](zz).backward() if name!='none' else None);"
-        "print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss-base)/1024)"
-    )
-    out = subprocess.run([sys.executable, "-c", code, json.dumps(args)], capture_output=True, text=True, check=True)
-    return float(out.stdout.strip().splitlines()[-1])
+def saved_memory(fn, z):
+    """Bytes held for backward by one forward (unique storages of the tensors autograd saves),
+    and the largest single saved tensor -- a deterministic measure of an estimator's memory."""
+    seen, sizes = set(), []
+
+    def pack(t):
+        key = (t.untyped_storage().data_ptr(), t.untyped_storage().nbytes())
+        if key not in seen:
+            seen.add(key)
+            sizes.append(key[1])
+        return t
+
+    zz = z.clone().requires_grad_(True)
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = fn(zz)
+    out.backward()
+    return sum(sizes), max(sizes)
 
 
 def main(argv=None):
@@ -135,14 +136,16 @@ def main(argv=None):
     print(f"  loop-sampled / sampled         = {t['loop-sampled'] / t['sampled']:8.1f}x   (target >= 20x)")
     print(f"  sampled / floor                = {t['sampled'] / t['floor']:8.2f}x")
     if not a.no_memory:
-        print("\npeak extra RSS of one forward+backward in a fresh process (MiB)")
-        for B in (a.batch, 2 * a.batch, 4 * a.batch):
-            mem = _peak_child([B, a.dim, a.classes, a.negatives, a.beta, "expectation"])
-            print(f"  expectation B={B:5d}: {mem:8.1f}   (B^2 float32 matrix = {B * B * 4 / 2**20:.1f} MiB)")
-        mem = _peak_child([a.batch, a.dim, a.classes, a.negatives, a.beta, "sampled"])
-        P_K_d = a.batch * (a.batch / a.classes + 1) * a.negatives * a.dim * 4 / 2**20
-        print(f"  sampled     B={a.batch:5d}: {mem:8.1f}   (a (B,P,K,d)-free estimator; one (P,K,d) float32 "
-              f"tensor alone would be ~{P_K_d:.0f} MiB)")
+        print("\nmemory held for backward (unique saved storages; MiB) and the largest saved tensor")
+        for B in (a.batch // 2, a.batch, 2 * a.batch):
+            z, labels = make_batch(B, a.dim, a.classes)
+            fns = methods(labels, a.beta, a.negatives)
+            for name in ("floor", "expectation", "sampled"):
+                total, largest = saved_memory(fns[name], z)
+                print(f"  B={B:5d} {name:12s} total {total / 2**20:8.2f}   largest {largest / 2**20:8.2f}")
+        P = float((torch.bincount(make_batch(a.batch, a.dim, a.classes)[1]) ** 2).sum())
+        print(f"  (at B={a.batch}: one (P, K, d) float32 tensor would take {P * a.negatives * a.dim * 4 / 2**20:.0f} MiB;"
+              f" a (B, B) float32 matrix takes {a.batch**2 * 4 / 2**20:.2f} MiB)")
 
 
 if __name__ == "__main__":
