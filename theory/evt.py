@@ -29,7 +29,9 @@ import numpy as np
 import pandas as pd
 from scipy import optimize, stats
 
-from theory.weince import tail_size
+import torch
+
+from theory.weince import tail_fits, tail_size, tlambda_logits
 
 __all__ = [
     "gpd_loglik",
@@ -474,6 +476,9 @@ def tail_aic_fit(
 ) -> TailAICFit:
     """The Weibull-vs-Gumbel-fast least-squares "AIC" of one anchor's negative tail (§2.5).
 
+    A readable per-anchor view of the gate's fits: it calls :func:`theory.weince.tail_fits`
+    (the implementation the loss uses) on this single row and unpacks the result.
+
     ``x = log max(1 - T, eps)`` of the ``k_tail`` largest negatives ``T`` (descending), within-tail
     ECDF ``F_k = max(k/(k_tail+1), eps)``, burn-in ``max(1, k_tail // 20)``; OLS of
     ``y_W = log F`` and ``y_G = log(-log F)`` on ``x``; ``dAIC = n_eff log(SSE_G / SSE_W)``.
@@ -490,31 +495,17 @@ def tail_aic_fit(
         raise ValueError(f"k_tail must be <= K={K}, got {k}")
     T = np.sort(s)[::-1][:k]
     rho = max(1.0 - T[0], eps)
-    burn = max(1, k // 20)
-    n = k - burn
+    fits = tail_fits(T[None, :], eps)  # the loss's own implementation, on this single row
+    n, burn = fits.n_eff, fits.burn
     nan = float("nan")
     if n < 2:
         return TailAICFit(k, burn, n, rho, nan, nan, nan, nan, nan, nan, 0.0, nan)
-    x = np.log(np.maximum(1.0 - T, eps))[burn:]
-    Fh = np.maximum(np.arange(1, k + 1) / (k + 1), eps)[burn:]
-    xc = x - x.mean() if x.max() > x.min() else np.zeros_like(x)  # ties: exactly 0 (§3.2)
-    den = max(float((xc * xc).sum()), 1e-12)
-    out = {}
-    for name, y in (("W", np.log(Fh)), ("G", np.log(-np.log(Fh)))):
-        yc = y - y.mean()
-        slope = float((xc * yc).sum()) / den
-        sse_raw = float(((yc - slope * xc) ** 2).sum())
-        out[name] = (slope, max(sse_raw, 1e-12), float((yc * yc).sum()), sse_raw)
-    slope_W, sse_W, sst_W, raw_W = out["W"]
-    slope_G, sse_G, _, _ = out["G"]
-    r2 = min(max(1.0 - raw_W / max(sst_W, 1e-12), 0.0), 1.0)
-    if slope_W <= 0:
-        sse_W += 1e6
-    if slope_G >= 0:
-        sse_G += 1e6
+    slope_W, slope_G = (float(v) for v in fits.slope[0])
+    sse_W, sse_G = (float(v) for v in fits.sse[0])
+    r2 = min(max(1.0 - float(fits.sse_raw[0, 0]) / max(float(fits.syy[0]), 1e-12), 0.0), 1.0)
     aic_W = n * math.log(sse_W / n) + 4.0
     aic_G = n * math.log(sse_G / n) + 4.0
-    return TailAICFit(k, burn, n, rho, slope_W, slope_G, sse_W, sse_G, aic_W, aic_G, aic_G - aic_W, r2)
+    return TailAICFit(k, burn, n, rho, slope_W, slope_G, sse_W, sse_G, aic_W, aic_G, float(fits.dAIC[0]), r2)
 
 
 def tail_aic_fits(neg_rows, **kwargs) -> pd.DataFrame:
@@ -562,12 +553,14 @@ def _cand_list(cand) -> list[np.ndarray]:
 
 
 def _loglik_arrays(arrs, lam, tau, eps) -> float:
+    """``sum_i log softmax(T_lambda logits of row i)_0`` over float64 tensors ``(M, C)``.
+
+    The logits are :func:`theory.weince.tlambda_logits` (the loss's own formula, §2.7).
+    """
     total = 0.0
-    for a, w in arrs:
-        l = (1.0 - lam) * (a / tau) + lam * w
-        m = l.max(axis=1, keepdims=True)
-        lse = m[:, 0] + np.log(np.exp(l - m).sum(axis=1))
-        total += float((l[:, 0] - lse).sum())
+    for a in arrs:
+        l = tlambda_logits(a, lam, tau, eps)
+        total += float((l[:, 0] - torch.logsumexp(l, dim=1)).sum())
     return total
 
 
@@ -580,7 +573,7 @@ def tlambda_loglik(cand, lam: float, tau: float = 0.5, eps: float = 1e-6) -> flo
     lam = _real("lam", lam, lo=0.0, hi=1.0)
     tau = _real("tau", tau, lo=0.0, lo_open=True)
     eps = _real("eps", eps, lo=0.0, lo_open=True, hi=0.5)
-    arrs = [(a, -np.log1p(-np.minimum(a, 1.0 - eps))) for a in _cand_list(cand)]
+    arrs = [torch.from_numpy(a) for a in _cand_list(cand)]
     return _loglik_arrays(arrs, lam, tau, eps)
 
 
@@ -691,8 +684,8 @@ def link_select(
     """
     eps = _real("eps", eps, lo=0.0, lo_open=True, hi=0.5)
     n_grid = _posint("n_grid", n_grid, 3)
-    arrs = [(a, -np.log1p(-np.minimum(a, 1.0 - eps))) for a in _cand_list(cand)]
-    n_rows = sum(a.shape[0] for a, _ in arrs)
+    arrs = [torch.from_numpy(a) for a in _cand_list(cand)]
+    n_rows = sum(a.shape[0] for a in arrs)
     if tau is not None:
         tau = _real("tau", tau, lo=0.0, lo_open=True)
     else:

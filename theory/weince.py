@@ -32,6 +32,7 @@ ever formed (the authors' ``CosineSimilarity`` broadcast is replaced by a matmul
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -50,6 +51,8 @@ __all__ = [
     "rho0_index",
     "tlambda_logits",
     "GateStats",
+    "TailFits",
+    "tail_fits",
     "weince_gate",
     "WeibullBetaState",
     "WeiNCEDiagnostics",
@@ -171,11 +174,15 @@ def tlambda_logits(s: torch.Tensor, lam: torch.Tensor | float, tau: float = 0.5,
     ``s`` (e.g. ``(A, 1)`` against ``(A, M)``). With ``lam = 0`` this is ``s / tau`` bit for bit.
 
     Shapes: ``s`` ``(..., M)``, ``lam`` scalar or broadcastable -> ``(..., M)``.
+
+    float16/bfloat16 ``s`` is computed (and returned) in float32: in float16 ``1 - eps`` rounds
+    to 1 and the shortfall branch would be ``-log(0) = inf`` (spec §3.2); float64 stays float64.
     """
     tau = _real("tau", tau, lo=0.0, lo_open=True)
     eps = _real("eps", eps, lo=0.0, lo_open=True, hi=0.5)
     if not isinstance(s, torch.Tensor):
         raise ValueError(f"s must be a torch tensor, got {type(s).__name__}")
+    s = as_float_tensor(s, "s")
     lam = torch.as_tensor(lam, dtype=s.dtype, device=s.device)
     W = -torch.log1p(-torch.clamp(s, max=1.0 - eps))
     return (1 - lam) * (s / tau) + lam * W
@@ -265,86 +272,130 @@ def _top_desc(neg: torch.Tensor, k: int) -> np.ndarray:
     return torch.topk(neg, k, dim=1, largest=True, sorted=True).values.cpu().double().numpy()
 
 
-_Y_CACHE: dict[tuple[int, int, float], np.ndarray] = {}
+@functools.lru_cache(maxsize=64)
+def _centred_responses(k: int, burn: int, eps: float) -> tuple[np.ndarray, np.ndarray]:
+    """Shared responses of the tail fits: ``Y`` ``(n_eff, 2)`` and ``Syy`` ``(2,)``, float64.
+
+    ``Y`` holds the centred ``y_W = log F`` and ``y_G = log(-log F)`` of the within-tail ECDF
+    ``F = max(r / (k + 1), eps)`` at ranks ``r > burn`` (spec §2.4); ``Syy = sum Y^2`` per column.
+    A pure function of ``(k, burn, eps)`` (numpy float64 on the host, whatever the input device),
+    cached because every batch of a run uses the same vectors; the arrays are read-only.
+    """
+    F_hat = np.maximum(np.arange(1, k + 1, dtype=np.float64) / (k + 1), eps)[burn:]
+    yW = np.log(F_hat)
+    Y = np.stack([yW, np.log(-yW)], axis=1)
+    Y = Y - Y.mean(axis=0, keepdims=True)
+    syy = np.einsum("ij,ij->j", Y, Y)
+    Y.setflags(write=False)
+    syy.setflags(write=False)
+    return Y, syy
 
 
-def _centred_responses(k: int, burn: int, eps: float) -> np.ndarray:
-    """``(n_eff, 2)`` float64: centred ``y_W = log F`` and ``y_G = log(-log F)``, ranks ``> burn``."""
-    key = (k, burn, eps)
-    Y = _Y_CACHE.get(key)
-    if Y is None:
-        F_hat = np.maximum(np.arange(1, k + 1, dtype=np.float64) / (k + 1), eps)[burn:]
-        yW = np.log(F_hat)
-        Y = np.stack([yW, np.log(-yW)], axis=1)
-        Y = Y - Y.mean(axis=0, keepdims=True)
-        Y.setflags(write=False)
-        if len(_Y_CACHE) > 128:
-            _Y_CACHE.clear()
-        _Y_CACHE[key] = Y
-    return Y
+@dataclass(frozen=True)
+class TailFits:
+    """The two least-squares tail fits of spec/weince.md §2.4-§2.5 for ``A`` anchors (one ``k_tail``).
+
+    Attributes:
+        k_tail: tail size; ``burn = max(1, k_tail // 20)``; ``n_eff = k_tail - burn``.
+        slope: ``(A, 2)`` OLS slopes ``(slope_W, slope_G)`` of ``y_W``, ``y_G`` on ``x = log delta``
+            (NaN when ``n_eff < 2``; slope_W is the anchor-wise beta_hat_i, unused by the gate).
+        sse_raw: ``(A, 2)`` residual sums of squares (before the floor and the penalties).
+        sse: ``(A, 2)`` ``max(sse_raw, 1e-12)``, ``+1e6`` where ``slope_W <= 0`` (column 0) or
+            ``slope_G >= 0`` (column 1).
+        syy: ``(2,)`` total sums of squares of the centred responses.
+        dAIC: ``(A,)`` ``n_eff log(SSE_G / SSE_W)`` (0 when ``n_eff < 2``: the authors' fallback).
+    """
+
+    k_tail: int
+    burn: int
+    n_eff: int
+    slope: np.ndarray
+    sse_raw: np.ndarray
+    sse: np.ndarray
+    syy: np.ndarray
+    dAIC: np.ndarray
 
 
-def _centred_ss(k: int, burn: int, eps: float) -> np.ndarray:
-    """``(2,)``: ``sum yc^2`` of the two centred responses."""
-    Y = _centred_responses(k, burn, eps)
-    return np.einsum("ij,ij->j", Y, Y)
+def _tail_fits(T: np.ndarray, eps: float) -> TailFits:
+    """Vectorised §2.4-§2.5 on descending tails ``T`` ``(A, k)`` float64 (no validation).
 
-
-def _tail_daic(T: np.ndarray, eps: float) -> tuple[np.ndarray, int]:
-    """Vectorised §2.4-§2.5 on descending tails ``T`` ``(A, k)`` float64 -> (dAIC ``(A,)``, n_eff)."""
+    The single implementation of the tail fits: used by the two-view gate, the label-positive
+    gate and :func:`theory.evt.tail_aic_fit`.
+    """
     A, k = T.shape
     burn = max(1, k // 20)
     n = k - burn
     if n < 2:
-        return np.zeros(A), n
+        nan = np.full((A, 2), np.nan)
+        return TailFits(k, burn, n, nan, nan.copy(), nan.copy(), np.full(2, np.nan), np.zeros(A))
     x = np.log(np.maximum(1.0 - T[:, burn:], eps))  # (A, n) ascending log-shortfalls
     xc = x - x.mean(axis=1, keepdims=True)
     # all tail points tied: centred x is exactly 0 (a rounded mean would leave ulp noise whose
     # sign decides the +1e6 penalties); both slopes are then 0 and both SSEs penalised (§3.2)
     xc[x[:, 0] == x[:, -1]] = 0.0
-    den = np.maximum(np.einsum("ij,ij->i", xc, xc), _DEN_FLOOR)
-    Y = _centred_responses(k, burn, eps)  # (n, 2)
+    sxx = np.einsum("ij,ij->i", xc, xc)
+    Y, syy = _centred_responses(k, burn, eps)  # (n, 2), (2,)
     sxy = xc @ Y  # (A, 2)
-    slope = sxy / den[:, None]  # (A, 2): (slope_W, slope_G)
-    # SSE = sum (yc - b xc)^2 = Syy - 2 b Sxy + b^2 Sxx; rows where this expansion could lose
+    slope = sxy / np.maximum(sxx, _DEN_FLOOR)[:, None]  # (A, 2): (slope_W, slope_G)
+    # SSE = sum (yc - b xc)^2 = Syy - 2 b Sxy + b^2 Sxx (the unfloored Sxx: with a near-tied tail
+    # Sxx < 1e-12 and b is not the least-squares slope); rows where this expansion could lose
     # digits to cancellation (SSE < 1e-6 Syy) are recomputed from explicit residuals
-    syy = _centred_ss(k, burn, eps)  # (2,)
-    sse = syy[None, :] - 2.0 * slope * sxy + slope * slope * den[:, None]
-    redo = np.flatnonzero((sse < 1e-6 * syy[None, :]).any(axis=1))
+    sse_raw = syy[None, :] - 2.0 * slope * sxy + slope * slope * sxx[:, None]
+    redo = np.flatnonzero((sse_raw < 1e-6 * syy[None, :]).any(axis=1))
     if redo.size:
         resid = Y.T[None, :, :] - slope[redo, :, None] * xc[redo, None, :]
-        sse[redo] = np.einsum("ijk,ijk->ij", resid, resid)
-    sse = np.maximum(sse, _SSE_FLOOR)
+        sse_raw[redo] = np.einsum("ijk,ijk->ij", resid, resid)
+    sse = np.maximum(sse_raw, _SSE_FLOOR)
     sse[:, 0] += _PENALTY * (slope[:, 0] <= 0)
     sse[:, 1] += _PENALTY * (slope[:, 1] >= 0)
     dAIC = n * (np.log(sse[:, 1] / n) - np.log(sse[:, 0] / n))
-    return dAIC, n
+    return TailFits(k, burn, n, slope, sse_raw, sse, syy, dAIC)
 
 
-def _lambda_from(rho, rho0, dAIC, p: _GateParams):
-    """``(lam, lam_rho, lam_aic)`` from numpy or torch inputs (same library out)."""
-    if isinstance(rho, np.ndarray):
-        lam_rho = expit(p.kappa_rho * (math.log(max(float(rho0), p.eps)) - np.log(np.maximum(rho, p.eps))))
-        lam_aic = np.full_like(dAIC, 0.5) if p.kappa_aic == 0.0 else expit(p.kappa_aic * (dAIC - p.margin))
-        return lam_rho * lam_aic, lam_rho, lam_aic
-    log_rho0 = torch.log(torch.clamp(rho0, min=p.eps))
-    lam_rho = torch.sigmoid(p.kappa_rho * (log_rho0 - torch.log(torch.clamp(rho, min=p.eps))))
-    if p.kappa_aic == 0.0:
-        lam_aic = torch.full_like(dAIC, 0.5)
-    else:
-        lam_aic = torch.sigmoid(p.kappa_aic * (dAIC - p.margin))
+def tail_fits(tails, eps: float = 1e-6) -> TailFits:
+    """Weibull-line versus Gumbel-fast least-squares "AIC" of per-anchor tails (spec §2.4-§2.5).
+
+    For each row ``T_i`` (the ``k`` largest negatives, descending): ``x = log max(1 - T_i, eps)``,
+    burn-in ``max(1, k // 20)``, OLS of ``y_W = log F`` and ``y_G = log(-log F)`` (``F = r/(k+1)``)
+    on ``x``; ``dAIC_i = n_eff log(SSE_G / SSE_W)`` with the authors' floors and +1e6 penalties.
+    Computed in float64 whatever the input dtype (the slope signs decide the penalties).
+
+    Args:
+        tails: ``(A, k)`` tensor or array, each row sorted in descending order, finite.
+        eps: shortfall floor in ``(0, 0.5]``.
+
+    Returns:
+        :class:`TailFits`.
+
+    Raises:
+        ValueError: not 2-D, empty, non-finite, or a row not in descending order; bad ``eps``.
+    """
+    eps = _real("eps", eps, lo=0.0, lo_open=True, hi=0.5)
+    if isinstance(tails, torch.Tensor):
+        tails = tails.detach().cpu().double().numpy()
+    T = np.asarray(tails, dtype=np.float64)
+    if T.ndim != 2 or T.shape[0] < 1 or T.shape[1] < 1:
+        raise ValueError(f"tails must be a 2-D (A, k) array with A, k >= 1, got shape {T.shape}")
+    if not np.all(np.isfinite(T)):
+        raise ValueError("tails must be finite")
+    if np.any(np.diff(T, axis=1) > 0):
+        raise ValueError("tails must be sorted in descending order along each row")
+    return _tail_fits(T, eps)
+
+
+def _lambda_from(rho: np.ndarray, rho0: float, dAIC: np.ndarray, p: _GateParams):
+    """``(lam, lam_rho, lam_aic)`` float64 numpy (spec §2.6)."""
+    lam_rho = expit(p.kappa_rho * (math.log(max(float(rho0), p.eps)) - np.log(np.maximum(rho, p.eps))))
+    lam_aic = np.full_like(dAIC, 0.5) if p.kappa_aic == 0.0 else expit(p.kappa_aic * (dAIC - p.margin))
     return lam_rho * lam_aic, lam_rho, lam_aic
 
 
-def _gate(neg: torch.Tensor, p: _GateParams) -> GateStats:
-    """Gate of the two-view loss: statistics in float64 numpy on the ``(A, k_tail)`` tails."""
-    A, K = neg.shape
-    k = tail_size(K, p.tail_frac, p.min_tail)
-    T = _top_desc(neg, k)
-    rho = np.maximum(1.0 - T[:, 0], p.eps)
-    dAIC, n = _tail_daic(T, p.eps)
+def _finish_gate(rho: np.ndarray, dAIC: np.ndarray, fallback: bool, p: _GateParams, like: torch.Tensor,
+                 k_tail, n_eff) -> GateStats:
+    """Pivot ``rho0`` and lambda from float64 ``rho``, ``dAIC`` ``(A,)``; tensors like ``like``."""
+    A = rho.shape[0]
     srt = np.sort(rho)
-    if n < 2:  # too few tail points (N = 2): the authors' fallback, lambda still applied (§3.2)
+    if fallback:  # too few tail points everywhere (N = 2): the authors' fallback, lambda still applied (§3.2)
         rho0 = srt[(A - 1) // 2]  # the lower median, as torch.median
     else:
         rho0 = srt[rho0_index(A, p.q)]
@@ -352,10 +403,20 @@ def _gate(neg: torch.Tensor, p: _GateParams) -> GateStats:
     lam, lam_rho, lam_aic = _lambda_from(rho, rho0, dAIC, p)
 
     def back(a):
-        return torch.from_numpy(np.ascontiguousarray(a)).to(device=neg.device, dtype=neg.dtype)
+        return torch.from_numpy(np.ascontiguousarray(a)).to(device=like.device, dtype=like.dtype)
 
     return GateStats(back(lam), back(lam_rho), back(lam_aic), back(rho),
-                     torch.tensor(rho0, dtype=neg.dtype, device=neg.device), back(dAIC), k, n)
+                     torch.tensor(rho0, dtype=like.dtype, device=like.device), back(dAIC), k_tail, n_eff)
+
+
+def _gate(neg: torch.Tensor, p: _GateParams) -> GateStats:
+    """Gate of the two-view loss: statistics in float64 numpy on the ``(A, k_tail)`` tails."""
+    A, K = neg.shape
+    k = tail_size(K, p.tail_frac, p.min_tail)
+    T = _top_desc(neg, k)
+    fits = _tail_fits(T, p.eps)
+    rho = np.maximum(1.0 - T[:, 0], p.eps)
+    return _finish_gate(rho, fits.dAIC, fits.n_eff < 2, p, neg, k, fits.n_eff)
 
 
 def weince_gate(
@@ -648,8 +709,10 @@ def weince_label_loss(
 
         L = (1/|pairs|) sum_{i, j in P(i)} CE([T_i(S_ij), T_i(S_in) for n in N(i)], 0)
 
-    with ``T_i = T_lambda_i`` of §2.7. With two views and label = instance id this equals
-    :func:`weince_loss` (up to round-off); with ``lambda = 0`` it is the plain label InfoNCE
+    with ``T_i = T_lambda_i`` of §2.7. With two views and label = instance id the gate
+    statistics (lambda, rho, dAIC) are those of :func:`weince_loss` exactly (same float64 tail
+    fits) and the loss equals it up to the round-off of the cross-entropy; with ``lambda = 0``
+    it is the plain label InfoNCE
     (the SupCon "out" form with the other positives left out of each denominator).
 
     Args:
@@ -706,51 +769,27 @@ def weince_label_loss(
 
 
 def _label_gate(S: torch.Tensor, negmask: torch.Tensor, K_i: torch.Tensor, p: _GateParams) -> GateStats:
-    """Per-anchor gate with anchor-dependent negative counts (masked, vectorised)."""
+    """Per-anchor gate with anchor-dependent negative counts (spec §2.2-§2.6 per anchor).
+
+    The same code path as the two-view gate: float64 tails, :func:`_tail_fits` once per distinct
+    tail size (anchors grouped by ``k_tail,i``), the same pivot and lambda; so with pair-id
+    labels the statistics equal those of :func:`weince_loss` exactly.
+    """
     B = S.shape[0]
-    dtype, dev = S.dtype, S.device
     K_list = K_i.tolist()
     k_of = {K: tail_size(K, p.tail_frac, p.min_tail) for K in set(K_list)}
-    k_i = torch.tensor([k_of[K] for K in K_list], device=dev)
-    kmax = int(k_i.max())
-    T = torch.topk(S.masked_fill(~negmask, float("-inf")), kmax, dim=1).values  # (B, kmax)
-    rho = torch.rsub(T[:, 0], 1.0).clamp_min_(p.eps)
-    burn = torch.clamp(k_i // 20, min=1)
-    n_i = k_i - burn
-    r = torch.arange(kmax, device=dev)[None, :]  # rank - 1
-    use = (r >= burn[:, None]) & (r < k_i[:, None]) & (n_i[:, None] >= 2)
-    w = use.to(dtype)
-    n = n_i.clamp_min(1).to(dtype)
-    x = torch.rsub(T, 1.0).clamp_min_(p.eps).log_().masked_fill_(~use, 0.0)
-    F_hat = torch.clamp((r + 1).to(dtype) / (k_i[:, None] + 1).to(dtype), min=p.eps)
-    yW_raw = torch.log(F_hat)
-    yW = yW_raw.masked_fill(~use, 0.0)
-    yG = torch.log(-yW_raw).masked_fill_(~use, 0.0)  # NaN beyond k_i is masked away
-    xc = (x - x.sum(1, keepdim=True) / n[:, None]) * w
-    xmax = x.masked_fill(~use, float("-inf")).amax(dim=1)
-    xmin = x.masked_fill(~use, float("inf")).amin(dim=1)
-    xc.masked_fill_((xmax == xmin)[:, None], 0.0)  # tied tail: exact zero (see _tail_daic)
-    den = (xc * xc).sum(1).clamp_min(_DEN_FLOOR)
-    daic = torch.zeros(B, dtype=dtype, device=dev)
-    sse = []
-    slopes = []
-    for y in (yW, yG):
-        yc = (y - y.sum(1, keepdim=True) / n[:, None]) * w
-        slope = (xc * yc).sum(1) / den
-        res = (yc - slope[:, None] * xc) * w
-        sse.append((res * res).sum(1).clamp_min(_SSE_FLOOR))
-        slopes.append(slope)
-    sseW = sse[0] + _PENALTY * (slopes[0] <= 0)
-    sseG = sse[1] + _PENALTY * (slopes[1] >= 0)
-    ok = n_i >= 2
-    daic = torch.where(ok, n * (torch.log(sseG / n) - torch.log(sseW / n)), daic)
-    if not bool(ok.any()):
-        rho0 = torch.median(rho)
-    else:
-        rho0 = torch.sort(rho).values[rho0_index(B, p.q)]
-    rho0 = torch.clamp(rho0, min=p.eps)
-    lam, lam_rho, lam_aic = _lambda_from(rho, rho0, daic, p)
-    return GateStats(lam, lam_rho, lam_aic, rho, rho0, daic, k_i, n_i)
+    k_np = np.array([k_of[K] for K in K_list], dtype=np.int64)
+    T = _top_desc(S.masked_fill(~negmask, float("-inf")), int(k_np.max()))  # (B, kmax) float64
+    rho = np.maximum(1.0 - T[:, 0], p.eps)
+    dAIC = np.zeros(B)
+    n_np = np.empty(B, dtype=np.int64)
+    for k in np.unique(k_np):
+        rows = np.flatnonzero(k_np == k)
+        fits = _tail_fits(T[rows, :k], p.eps)  # k <= K_i: only finite (true negative) entries
+        dAIC[rows] = fits.dAIC
+        n_np[rows] = fits.n_eff
+    return _finish_gate(rho, dAIC, bool((n_np < 2).all()), p, S, torch.from_numpy(k_np).to(S.device),
+                        torch.from_numpy(n_np).to(S.device))
 
 
 class WeiNCELoss(torch.nn.Module):

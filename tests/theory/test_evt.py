@@ -258,6 +258,15 @@ def test_tlambda_loglik_matches_loop():
             want += l[0] - math.log(sum(math.exp(v) for v in l))
         assert abs(tlambda_loglik(cand, lam, 0.5) - want) < 1e-10
     assert abs(tlambda_loglik([cand[:3], cand[3:]], 0.3) - tlambda_loglik(cand, 0.3)) < 1e-10
+    # eps clamps the shortfall branch: rows with s > 1 - eps
+    eps = 0.1
+    assert (cand > 1 - eps).any()
+    want = 0.0
+    for row in cand:
+        l = [0.5 * v / 0.5 + 0.5 * (-math.log(1 - min(v, 1 - eps))) for v in row]
+        want += l[0] - math.log(sum(math.exp(v) for v in l))
+    assert abs(tlambda_loglik(cand, 0.5, 0.5, eps=eps) - want) < 1e-10
+    assert abs(tlambda_loglik(cand, 0.5, 0.5, eps=eps) - tlambda_loglik(cand, 0.5, 0.5)) > 1e-6
 
 
 def test_link_select_recovers_lambda_and_lrt():

@@ -10,11 +10,12 @@ import torch
 import torch.nn.functional as F
 
 from theory.evt import tail_aic_fit
-from theory.losses import info_nce
+from theory.losses import info_nce, two_view_candidates
 from theory.weince import (
     WeibullBetaState,
     WeiNCELoss,
     rho0_index,
+    tail_fits,
     tail_size,
     tlambda_logits,
     weince_gate,
@@ -343,6 +344,43 @@ def test_tlambda_logits_closed_form():
         tlambda_logits(s, lam, 0.0)
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_tlambda_logits_half_precision_near_cap(dtype):
+    # in half precision 1 - 1e-6 rounds to 1: the shortfall branch must be computed in float32
+    s = torch.tensor([[0.5, 0.9, 0.999, 0.9999, 0.99995, 1.0]], dtype=dtype).requires_grad_()
+    lam = torch.tensor([[0.3]], dtype=dtype)
+    got = tlambda_logits(s, lam, 0.5)
+    want = tlambda_logits(s.detach().float(), lam.float(), 0.5)
+    assert got.dtype == torch.float32 and torch.isfinite(got).all()
+    assert torch.equal(got.detach(), want)
+    lam64 = float(lam)
+    cap32 = float(np.float32(1 - 1e-6))  # the clamp 1 - eps as float32 represents it
+    for v, g in zip(s[0].tolist(), got[0].tolist()):  # float64 closed form of the rounded inputs
+        want64 = (1 - lam64) * v / 0.5 + lam64 * (-math.log(1.0 - min(v, cap32)))
+        assert abs(g - want64) < 1e-5 * max(1.0, abs(g))
+    got.sum().backward()
+    assert s.grad.dtype == dtype and torch.isfinite(s.grad.float()).all()
+
+
+def test_tail_fits_public_function():
+    rng = np.random.default_rng(5)
+    rows = np.sort(np.tanh(rng.normal(0.2, 0.4, (6, 40))), axis=1)[:, ::-1]
+    fits = tail_fits(torch.tensor(rows.copy(), dtype=torch.float32), eps=1e-6)
+    assert (fits.k_tail, fits.burn, fits.n_eff) == (40, 2, 38)
+    for i in range(6):
+        _, d, _ = ref_tail_daic(list(rows[i].astype(np.float32).astype(np.float64)), 40, 1e-6)
+        assert abs(fits.dAIC[i] - d) < 1e-8
+    assert tail_fits(rows[:, :2]).n_eff == 1 and np.all(tail_fits(rows[:, :2]).dAIC == 0)
+    with pytest.raises(ValueError, match="descending"):
+        tail_fits(rows[:, ::-1])
+    with pytest.raises(ValueError, match="2-D"):
+        tail_fits(rows[0])
+    with pytest.raises(ValueError, match="finite"):
+        tail_fits(np.full((2, 3), np.nan))
+    with pytest.raises(ValueError, match="eps"):
+        tail_fits(rows, eps=0.0)
+
+
 # ---------------------------------------------------------------------------------------------
 # permutation equivariance
 # ---------------------------------------------------------------------------------------------
@@ -597,6 +635,36 @@ def test_label_variant_equals_two_view_core():
     a = weince_loss(z1, z2)
     b = weince_label_loss(torch.cat([z1, z2]), torch.tensor([0, 1, 0, 1]))
     assert abs(a.item() - b.item()) < 1e-12
+
+
+def near_tied_views(N, seed, c=0.5, noise=2e-7):
+    """float32 views whose similarities all equal c up to a few float32 ulps (near-tied tails)."""
+    g = torch.Generator().manual_seed(seed)
+    A, d = 2 * N, 2 * N + 1
+    eye = torch.eye(d, dtype=torch.float64)
+    z = math.sqrt(c) * eye[0] + math.sqrt(1 - c) * eye[1:A + 1]  # pairwise cosine exactly c
+    z = (z + noise * torch.randn(A, d, generator=g, dtype=torch.float64)).float()
+    return z[:N], z[N:]
+
+
+@pytest.mark.parametrize("seed", [0, 4])
+def test_label_variant_equals_core_on_near_tied_float32_tails(seed):
+    # tails spread over a few float32 ulps: a float32 fit would flip slope signs (+1e6 penalties)
+    N = 40
+    z1, z2 = near_tied_views(N, seed)
+    labels = torch.cat([torch.arange(N), torch.arange(N)])
+    _, cand = two_view_candidates(z1, z2)
+    neg = cand[:, 1:].double().numpy()
+    k = tail_size(2 * N - 2)
+    spread = np.ptp(np.sort(neg, axis=1)[:, -k:], axis=1)
+    assert spread.max() < 2e-6 and spread.min() > 0
+    ref = [ref_tail_daic(list(row), k, 1e-6)[1] for row in neg]  # float64 loops on the same values
+    for kw in ({}, {"margin": 0.0, "kappa_aic": 2.0}):
+        a, da = weince_loss(z1, z2, return_diagnostics=True, **kw)
+        b, db = weince_label_loss(torch.cat([z1, z2]), labels, return_diagnostics=True, **kw)
+        assert np.allclose(da.dAIC.double().numpy(), ref, rtol=1e-5, atol=1e-3)
+        assert torch.equal(da.lam, db.lam) and torch.equal(da.dAIC, db.dAIC) and torch.equal(da.rho, db.rho)
+        assert abs(a.item() - b.item()) < 4e-6  # float32 round-off of the two cross-entropies
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
