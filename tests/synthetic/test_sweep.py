@@ -401,6 +401,15 @@ def test_real_train_run_sweep_end_to_end(tmp_path):
     assert list(stored.columns) == list(direct.columns)
     for col in ("loss", "etf_mean", "within_class_variation"):
         assert np.array_equal(stored[col].to_numpy(float), direct[col].to_numpy(float), equal_nan=True)
+    # the same real runs on a dask cluster: byte-identical table
+    import distributed
+
+    with distributed.LocalCluster(
+        n_workers=1, threads_per_worker=1, processes=False, protocol="tcp", host="127.0.0.1",
+        scheduler_port=0, dashboard_address=None,
+    ) as cluster:
+        d = sw.run_sweep(grid, tmp_path / "d", scheduler=cluster.scheduler_address, progress=False)
+    assert d.ok and _table_bytes(tmp_path / "a") == _table_bytes(tmp_path / "d")
     # stacked training (synthetic.stacked) gives the same runs up to float rounding
     b = sw.run_sweep(grid, tmp_path / "b", progress=False, stack=True)
     assert b.ok and b.n_done == 4
