@@ -520,11 +520,12 @@ def _execute_inner(task: list, keys: list, runner: Callable | None, stacked_runn
 def _make_tasks(pending: list, all_configs: list, stack: bool, group_fn: Callable | None) -> list:
     if not stack or group_fn is None:
         return [[c] for c in pending]
-    # Group the WHOLE grid (not only pending runs) so a resumed sweep trains exactly the same
-    # groups as an uninterrupted one: stacked results may depend on the group composition.
+    # Group the WHOLE grid (not only pending runs), in key order, so a resumed sweep trains exactly
+    # the same groups as an uninterrupted one whatever the order of the configs: stacked results
+    # may depend on the group composition (float rounding of batched products).
     pending_keys = {c.key() for c in pending}
     tasks = []
-    for group in group_fn(list(all_configs)):
+    for group in group_fn(sorted(all_configs, key=lambda c: c.key())):
         group = list(group)
         if any(c.key() in pending_keys for c in group):
             tasks.append(group)
