@@ -31,6 +31,7 @@ from scipy import optimize, stats
 
 import torch
 
+from theory.losses import two_view_candidates
 from theory.weince import tail_fits, tail_size, tlambda_logits
 
 __all__ = [
@@ -70,13 +71,8 @@ _BOUNDARY = 1e-9  #: relative margin keeping sigma above |xi| max y for xi < 0
 
 
 def _as_1d(name: str, x) -> np.ndarray:
-    try:
-        import torch
-
-        if isinstance(x, torch.Tensor):
-            x = x.detach().cpu().double().numpy()
-    except ImportError:  # pragma: no cover
-        pass
+    if isinstance(x, torch.Tensor):
+        x = x.detach().cpu().double().numpy()
     a = np.asarray(x, dtype=np.float64).reshape(-1)
     if a.size == 0:
         raise ValueError(f"{name} must be non-empty")
@@ -386,13 +382,8 @@ def threshold_stability(
 
 def lower_triangle_scores(S) -> np.ndarray:
     """Strict lower triangle of a similarity matrix ``(B, B)`` -> ``(B (B-1) / 2,)`` (spec §4.1)."""
-    try:
-        import torch
-
-        if isinstance(S, torch.Tensor):
-            S = S.detach().cpu().double().numpy()
-    except ImportError:  # pragma: no cover
-        pass
+    if isinstance(S, torch.Tensor):
+        S = S.detach().cpu().double().numpy()
     S = np.asarray(S, dtype=np.float64)
     if S.ndim != 2 or S.shape[0] != S.shape[1] or S.shape[0] < 2:
         raise ValueError(f"S must be a square matrix (B, B) with B >= 2, got shape {S.shape}")
@@ -403,13 +394,8 @@ def lower_triangle_scores(S) -> np.ndarray:
 def embedding_scores(z, *, normalize: bool = True) -> np.ndarray:
     """Negative scores of one view (spec §4.1): ``S = z z^T`` (cosine when ``normalize``), strict
     lower triangle. Shapes: ``z`` ``(B, d)`` -> ``(B (B - 1) / 2,)``."""
-    try:
-        import torch
-
-        if isinstance(z, torch.Tensor):
-            z = z.detach().cpu().double().numpy()
-    except ImportError:  # pragma: no cover
-        pass
+    if isinstance(z, torch.Tensor):
+        z = z.detach().cpu().double().numpy()
     z = np.asarray(z, dtype=np.float64)
     if z.ndim != 2 or z.shape[0] < 2:
         raise ValueError(f"z must be 2-D (B, d) with B >= 2, got shape {z.shape}")
@@ -511,13 +497,8 @@ def tail_aic_fit(
 def tail_aic_fits(neg_rows, **kwargs) -> pd.DataFrame:
     """:func:`tail_aic_fit` for every row of ``neg_rows`` ``(A, K)`` -> DataFrame, one row per anchor."""
     arr = neg_rows
-    try:
-        import torch
-
-        if isinstance(arr, torch.Tensor):
-            arr = arr.detach().cpu().double().numpy()
-    except ImportError:  # pragma: no cover
-        pass
+    if isinstance(arr, torch.Tensor):
+        arr = arr.detach().cpu().double().numpy()
     arr = np.asarray(arr, dtype=np.float64)
     if arr.ndim != 2:
         raise ValueError(f"neg_rows must be 2-D (A, K), got shape {arr.shape}")
@@ -530,16 +511,10 @@ def tail_aic_fits(neg_rows, **kwargs) -> pd.DataFrame:
 
 
 def _cand_list(cand) -> list[np.ndarray]:
-    try:
-        import torch
-
-        is_t = lambda a: isinstance(a, torch.Tensor)  # noqa: E731
-    except ImportError:  # pragma: no cover
-        is_t = lambda a: False  # noqa: E731
     items = cand if isinstance(cand, (list, tuple)) else [cand]
     out = []
     for a in items:
-        if is_t(a):
+        if isinstance(a, torch.Tensor):
             a = a.detach().cpu().double().numpy()
         a = np.asarray(a, dtype=np.float64)
         if a.ndim != 2 or a.shape[1] < 2 or a.shape[0] < 1:
@@ -590,13 +565,8 @@ def candidates_from_similarity(S, positives, negatives=None) -> np.ndarray:
     Returns:
         ``(A, 1 + K)`` with the positive in column 0 and negatives in ascending column order.
     """
-    try:
-        import torch
-
-        if isinstance(S, torch.Tensor):
-            S = S.detach().cpu().double().numpy()
-    except ImportError:  # pragma: no cover
-        pass
+    if isinstance(S, torch.Tensor):
+        S = S.detach().cpu().double().numpy()
     S = np.asarray(S, dtype=np.float64)
     if S.ndim != 2:
         raise ValueError(f"S must be 2-D, got shape {S.shape}")
@@ -629,10 +599,6 @@ def two_view_link_candidates(z1, z2) -> np.ndarray:
     positive ``(i + N) mod 2N`` in column 0, the ``2N - 2`` negatives after it), as float64 numpy.
     Shapes: ``z1, z2`` ``(N, d)`` -> ``(2N, 2N - 1)``.
     """
-    import torch
-
-    from theory.losses import two_view_candidates
-
     with torch.no_grad():
         _, cand = two_view_candidates(torch.as_tensor(z1), torch.as_tensor(z2))
     return cand.double().cpu().numpy()
