@@ -1,8 +1,11 @@
 """Frozen, validated configuration of one synthetic training run.
 
-A run's identity is the hash of its *resolved* configuration (:meth:`RunConfig.key`): two configs
-that resolve to the same values (e.g. ``d=None`` and ``d=C-1``, ``batch_size=None`` and ``0``)
-share a key, so a results store keyed by it never trains the same run twice.
+A run's identity is the hash of its *resolved, canonical* configuration (:meth:`RunConfig.key`):
+two configs that resolve to the same values (e.g. ``d=None`` and ``d=C-1``, ``batch_size=None``
+and ``0``) or differ only in fields the run does not use (e.g. ``margin`` without the triplet
+psi, :meth:`RunConfig.identity_dict`) share a key, so a results store keyed by it never trains
+the same computation twice. Canonicalisation happens only inside ``key()``: the config and its
+:meth:`RunConfig.to_dict` keep the given values (``from_dict(to_dict()) == config``).
 
 The design of the synthetic study is the project's own (spec/hcl.md §4, "setup [unconfirmed]");
 defaults follow the authors' code where it has one (mean-form InfoNCE, tau = 1, K = 256, Adam
@@ -263,9 +266,62 @@ class RunConfig:
             kwargs[k] = v
         return cls(**kwargs)
 
+    def identity_dict(self) -> dict[str, Any]:
+        """The resolved config with every field that cannot affect the run set to ``None``.
+
+        This is what :meth:`key` hashes, so configs describing the same computation share a key
+        (checked against ``synthetic.train``; :meth:`to_dict` keeps the config's own values and
+        stays round-trippable). Canonicalised fields (value ``None``) and the ones rewritten:
+
+        * ``num_negatives``: SCL family with ``estimator="expectation"`` and psi ``"mean"`` or
+          ``"triplet"`` (K only enters the sum form's ``log K`` and the sampled draws);
+        * ``margin``: unless an SCL-family method with ``psi="triplet"``;
+        * ``psi``, ``estimator``, ``num_negatives``, ``margin``: InfoNCE/WeiNCE (not used);
+        * ``hidden``: unless ``encoder="mlp"``; ``init_scale``: unless ``encoder="free"``;
+        * ``noise_std``: with ``positives="label"``;
+        * ``n_test_per_class``, ``input_dim``, ``separation``, ``sigma``, ``centres``: free
+          features (their inputs are never used and they have no held-out set);
+        * ``batch_size``: ``0`` when ``>= num_train`` (a full batch either way);
+        * ``eval_every``: ``min(eval_every, epochs)`` (the same recorded epochs);
+        * ``epochs == 0``: ``lr``, ``weight_decay``, ``batch_size`` and ``eval_every`` (no step
+          is taken).
+        """
+        out = self.to_dict()
+        contrastive = self.method in CONTRASTIVE_METHODS
+        if not contrastive:
+            for k in ("psi", "estimator", "num_negatives", "margin"):
+                out[k] = None
+        else:
+            if self.estimator == "expectation" and self.psi in ("mean", "triplet"):
+                out["num_negatives"] = None
+            if self.psi != "triplet":
+                out["margin"] = None
+        if self.encoder != "mlp":
+            out["hidden"] = None
+        if self.encoder != "free":
+            out["init_scale"] = None
+        else:
+            for k in ("n_test_per_class", "input_dim", "separation", "sigma", "centres"):
+                out[k] = None
+        if self.positives == "label":
+            out["noise_std"] = None
+        if self.batch_size >= self.num_train:
+            out["batch_size"] = 0
+        if self.epochs == 0:
+            for k in ("lr", "weight_decay", "batch_size", "eval_every"):
+                out[k] = None
+        else:
+            out["eval_every"] = min(self.eval_every, self.epochs)
+        return out
+
     def key(self) -> str:
-        """Stable 16-hex-digit identity: sha1 of the sorted-key JSON of :meth:`to_dict`."""
-        blob = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        """Stable 16-hex-digit identity: sha1 of the sorted-key JSON of :meth:`identity_dict`.
+
+        Equal for configs that differ only in fields the run does not use (see
+        :meth:`identity_dict`); a results table still records the config's own values
+        (:meth:`to_dict`), so a sweep that deduplicates by key keeps the first such config.
+        """
+        blob = json.dumps(self.identity_dict(), sort_keys=True, separators=(",", ":"))
         return hashlib.sha1(blob.encode("utf-8")).hexdigest()[:16]
 
     def replace(self, **changes: Any) -> "RunConfig":

@@ -93,6 +93,57 @@ def test_config_key_resolution_and_round_trip():
     assert len(keys) == 6
 
 
+# (base config, irrelevant change, relevant change): the first must keep the key, the second not.
+KEY_CASES = [
+    (dict(psi="mean"), dict(num_negatives=7), dict(psi="sum")),
+    (dict(psi="triplet"), dict(num_negatives=7), dict(margin=2.0)),
+    (dict(psi="sum"), dict(margin=3.0), dict(num_negatives=7)),
+    (dict(psi="mean", estimator="sampled"), dict(margin=3.0), dict(num_negatives=7)),
+    (dict(psi="triplet", estimator="sampled"), dict(noise_std=0.3), dict(num_negatives=7)),
+    (dict(method="InfoNCE"), dict(psi="sum", estimator="sampled", num_negatives=3, margin=0.5), dict(tau=0.3)),
+    (dict(method="WeiNCE"), dict(psi="triplet", num_negatives=3), dict(normalization="ball")),
+    (dict(encoder="linear"), dict(hidden=3, init_scale=2.0), dict(input_dim=9)),
+    (dict(encoder="mlp"), dict(init_scale=2.0), dict(hidden=3)),
+    (dict(encoder="free"), dict(hidden=3, n_test_per_class=0, input_dim=5, separation=9.0, sigma=0.1,
+                                centres="orthogonal"), dict(init_scale=2.0)),
+    (dict(encoder="linear"), dict(init_scale=0.5), dict(n_test_per_class=1)),
+    (dict(positives="label"), dict(noise_std=0.5), dict(positives="noise")),
+    (dict(positives="noise"), dict(hidden=5), dict(noise_std=0.5)),
+    (dict(batch_size=40), dict(batch_size=0), dict(batch_size=8)),
+    (dict(epochs=4, eval_every=4), dict(eval_every=9), dict(eval_every=2)),
+    (dict(epochs=0), dict(lr=0.5, weight_decay=0.1, batch_size=8, eval_every=3), dict(seed=2)),
+]
+
+
+@pytest.mark.parametrize("base, same, other", KEY_CASES)
+def test_config_key_ignores_unused_fields_only(base, same, other):
+    c = RunConfig(num_classes=4, n_per_class=10, **base)
+    assert c.replace(**same).key() == c.key()
+    assert c.replace(**other).key() != c.key()
+    # canonicalisation is confined to the key: the config and its dict keep the given values
+    changed = c.replace(**same)
+    assert RunConfig.from_dict(changed.to_dict()) == changed.replace(d=changed.embed_dim)  # d resolved
+    assert all(changed.to_dict()[k] == getattr(changed, k) for k in same)
+
+
+@pytest.mark.parametrize("base, same, other", KEY_CASES)
+def test_unused_fields_do_not_change_the_run(base, same, other):
+    # The claim behind the shared key, checked on the trained tables themselves.
+    kw = {**dict(num_classes=4, n_per_class=10, n_test_per_class=3, input_dim=6, hidden=8, epochs=2,
+                 lr=0.05, dtype="float64"), **base}
+    c = RunConfig(**kw)
+    a, b = train_run(c), train_run(c.replace(**same))
+    pd.testing.assert_frame_equal(a[list(METRIC_COLUMNS)], b[list(METRIC_COLUMNS)], check_exact=True)
+
+
+def test_config_key_sampled_triplet_margin_and_expectation_sum_count():
+    # margin is used by the triplet psi under both estimators; K by the sum psi's log K
+    t = RunConfig(psi="triplet", estimator="sampled")
+    assert t.replace(margin=0.2).key() != t.key()
+    s = RunConfig(psi="sum")
+    assert s.replace(num_negatives=2).key() != s.key()
+
+
 def test_config_unknown_fields_raise():
     with pytest.raises(ValueError, match="unknown"):
         RunConfig.from_dict({"methd": "SCL"})
