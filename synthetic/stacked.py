@@ -5,8 +5,11 @@ UCL/HUCL) share every tensor shape, so their parameters can be stacked along a l
 dimension R (``synthetic.models.StackedModel``: weights ``(R, in, out)``, ``torch.baddbmm``), their
 mini-batch orders stacked as ``(R, B)`` index tensors, and their losses computed as one batched
 program with a per-run ``beta`` ``(R,)``. The R losses are summed before ``backward``: run r's
-parameters receive exactly run r's gradient (no cross terms), and Adam, being element-wise, then
-updates each run exactly as a separate ``torch.optim.Adam`` would. Every random draw of run r
+parameters receive exactly run r's gradient (no cross terms), and a run-wise Adam (``_RunAdam``:
+torch's Adam op sequence with one step count per run) updates each run as a separate
+``torch.optim.Adam`` would. A run whose mini-batch is skipped (single class under SCL/HSCL, see
+``synthetic.train``) gets no loss, no draw and no update in that step, while the other runs of
+the stack proceed, exactly as in their sequential runs. Every random draw of run r
 comes from run r's own generators, in the same order as :func:`synthetic.train.train_run`, so
 :func:`train_stacked` returns the tables ``train_run`` would, up to floating-point rounding of the
 batched matrix products (tested to ~1e-10 in float64).
@@ -168,6 +171,13 @@ def stacked_contrastive_loss(
 class _FusedContrastive(torch.autograd.Function):
     """Forward and hand-written backward of :func:`stacked_contrastive_loss` (fewer passes).
 
+    The run-batched twin of ``theory.losses._ExpectedPsi`` (the single-run fused expectation
+    loss): the same maths on ``(R, B, B)`` blocks with a per-run ``beta`` and per-run pair counts,
+    differentiated w.r.t. ``z`` instead of ``S``. Kept separate because ``theory.losses`` offers
+    no run-batched entry point (one ``contrastive_loss`` call per run would cost R Python-level
+    loss programs per step, which is what stacking removes); it is tested against
+    ``contrastive_loss`` run by run, values and gradients (tests/synthetic/test_stacked.py).
+
     With ``u = beta S' + S / tau`` (allowed entries), ``w = softmax_n(u)``, ``x = m + shift - S / tau``
     and ``sigma = sigmoid(x) * pos``: ``dL_r/dS_in = (g_i w_in - sigma_in / P_r) / tau`` with
     ``g_i = sum_j sigma_ij / P_r``, and ``dL_r/dz = (G + G^T) z``.
@@ -191,6 +201,7 @@ class _FusedContrastive(torch.autograd.Function):
         return loss
 
     @staticmethod
+    @torch.autograd.function.once_differentiable
     def backward(ctx, grad_out):  # noqa: D102
         z, u, lse_u, x, posf, num_pairs = ctx.saved_tensors
         scale = (grad_out / num_pairs)[:, None, None]
@@ -235,28 +246,25 @@ class _RunView:
         return normalize(h, self.m.normalization)
 
 
-class _RunData:
-    """Minimal stand-in for ``SyntheticData`` of run r (what ``_batch_loss`` reads)."""
-
-    def __init__(self, data) -> None:
-        self.x_train, self.y_train = data.x_train, data.y_train
-        self.num_train = data.num_train
-
-
 def _fast_path(config: RunConfig, estimator: str) -> bool:
     return config.method in CONTRASTIVE_METHODS and estimator == "expectation" and config.psi in ("mean", "sum")
 
 
-def _stacked_batch_loss(configs, smodel, X, Y, datas, idx, gens, betas, estimator=None) -> torch.Tensor:
-    """Per-run losses ``(R,)`` of the batches ``idx`` ``(R, B)``; draws as ``train._batch_loss``."""
+def _stacked_batch_loss(configs, smodel, X, Y, datas, idx, gens, betas, estimator=None, active=None) -> torch.Tensor:
+    """Losses of the batches ``idx`` ``(R, B)``; draws as ``train._batch_loss``.
+
+    ``active``: list of R bools (default all): runs whose step is skipped neither draw nor get a
+    loss. Returns the ``(A,)`` losses of the A active runs, in run order.
+    """
     cfg = configs[0]
     est = cfg.estimator if estimator is None else estimator
     R, B = idx.shape
+    runs = list(range(R)) if active is None else [r for r in range(R) if active[r]]
     if not _fast_path(cfg, est):
         return torch.stack(
             [
                 _train._batch_loss(configs[r], _RunView(smodel, r), datas[r], idx[r], gens[r], estimator=estimator)
-                for r in range(R)
+                for r in runs
             ]
         )
     free = cfg.encoder == "free"
@@ -273,6 +281,8 @@ def _stacked_batch_loss(configs, smodel, X, Y, datas, idx, gens, betas, estimato
         noise = torch.stack(
             [
                 noise_like((B, noise_dim), cfg.noise_std, generator=gens[r], dtype=cfg.torch_dtype, device=idx.device)
+                if r in runs
+                else torch.zeros(B, noise_dim, dtype=cfg.torch_dtype, device=idx.device)
                 for r in range(R)
             ]
         )
@@ -280,12 +290,16 @@ def _stacked_batch_loss(configs, smodel, X, Y, datas, idx, gens, betas, estimato
         y = torch.cat([y, y], dim=1)
         ids = torch.arange(B, device=idx.device).repeat(R, 2)
         kw["self_positive"] = False
+    if len(runs) < R:  # skipped runs: embedded (cheap, no draw) but given no loss
+        sel = torch.tensor(runs, device=idx.device)
+        z, y, betas = z[sel], y[sel], betas[sel]
+        ids = None if ids is None else ids[sel]
     # Runs in chunks of about CHUNK_ELEMENTS similarity entries: keeps each (r, B, B) block
     # cache-sized for large batches and bounds the memory of the full-batch evaluation.
     Bz = z.shape[1]
     chunk = max(1, CHUNK_ELEMENTS // (Bz * Bz))
     out = []
-    for s in range(0, R, chunk):
+    for s in range(0, z.shape[0], chunk):
         g = None if ids is None else ids[s : s + chunk]
         out.append(stacked_contrastive_loss(z[s : s + chunk], y[s : s + chunk], beta=betas[s : s + chunk],
                                             positive_groups=g, **kw))
@@ -324,6 +338,61 @@ def _stacked_metrics(configs, smodel, X, Y, datas, optima, optima_full):
             metrics["full_gap"] = full[r] - optima_full[r]
             out.append((metrics, mu))
     return out
+
+
+class _RunAdam:
+    """``torch.optim.Adam`` (L2 weight decay, no amsgrad) over stacked parameters, run by run.
+
+    Every parameter has the leading run dimension R. Each run keeps its own step count, so a run
+    whose step is skipped (see ``synthetic.train``) is left untouched (parameters, moments and
+    bias correction) exactly as its sequential ``train_run`` leaves it, while the other runs
+    update. The update is the op sequence of torch's single-tensor Adam (the CPU default), so
+    each run follows a separate ``torch.optim.Adam`` element for element. Runs sharing a step
+    count are updated in one tensor op (all R in the usual case without skips).
+    """
+
+    def __init__(self, params: list[torch.Tensor], R: int, *, lr: float, weight_decay: float,
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8) -> None:
+        self.params, self.R = params, R
+        self.lr, self.weight_decay, self.betas, self.eps = lr, weight_decay, betas, eps
+        self.exp_avg = [torch.zeros_like(p, memory_format=torch.preserve_format) for p in params]
+        self.exp_avg_sq = [torch.zeros_like(p, memory_format=torch.preserve_format) for p in params]
+        self.steps = [0] * R
+
+    def zero_grad(self) -> None:
+        for p in self.params:
+            p.grad = None
+
+    def _update(self, param, grad, exp_avg, exp_avg_sq, step: int) -> None:
+        beta1, beta2 = self.betas
+        if self.weight_decay != 0:
+            grad = grad.add(param, alpha=self.weight_decay)
+        exp_avg.lerp_(grad, 1 - beta1)
+        exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+        bias_correction1 = 1 - beta1 ** float(step)
+        bias_correction2 = 1 - beta2 ** float(step)
+        step_size = self.lr / bias_correction1
+        denom = (exp_avg_sq.sqrt() / bias_correction2 ** 0.5).add_(self.eps)
+        param.addcdiv_(exp_avg, denom, value=-step_size)
+
+    @torch.no_grad()
+    def step(self, active: list[bool]) -> None:
+        """One Adam step of the runs with ``active[r]`` True (their gradients are in ``.grad``)."""
+        groups: dict[int, list[int]] = {}
+        for r in range(self.R):
+            if active[r]:
+                self.steps[r] += 1
+                groups.setdefault(self.steps[r], []).append(r)
+        for step, runs in groups.items():
+            for p, m, v in zip(self.params, self.exp_avg, self.exp_avg_sq):
+                if p.grad is None:
+                    continue
+                w = p.detach()
+                if len(runs) == self.R:
+                    self._update(w, p.grad, m, v, step)
+                else:
+                    for r in runs:
+                        self._update(w[r], p.grad[r], m[r], v[r], step)
 
 
 def train_stacked(
@@ -369,7 +438,7 @@ def train_stacked(
     X = torch.stack([d.x_train for d in datas])
     Y = torch.stack([d.y_train for d in datas])
     betas = torch.tensor([c.beta for c in configs], dtype=cfg.torch_dtype, device=device)
-    opt = torch.optim.Adam(smodel.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    opt = _RunAdam(list(smodel.parameters()), R, lr=cfg.lr, weight_decay=cfg.weight_decay)
     optima = [_train.closed_form_optimum(c) for c in configs]
     optima_full = [_train.closed_form_optimum(c, "expectation") for c in configs]
     record_at = set(_train.recorded_epochs(cfg.epochs, cfg.eval_every))
@@ -377,24 +446,38 @@ def train_stacked(
 
     records: list[list[dict]] = [[] for _ in range(R)]
     for r, (metrics, mu) in enumerate(_stacked_metrics(configs, smodel, X, Y, datas, optima, optima_full)):
-        records[r].append(_train._record(configs[r], 0, float("nan"), metrics, mu))
+        records[r].append(_train._record(configs[r], 0, float("nan"), 0, metrics, mu))
+    run_ids = torch.arange(R, device=device)[None, :, None]
     for epoch in _train._progress(range(1, cfg.epochs + 1), progress, f"stack of {R}", cfg.epochs):
         batches = torch.stack(
             [_train.epoch_batches(cfg.num_train, cfg.batch_size, g["order"]) for g in gens], dim=1
         ).to(device)  # (steps, R, b)
+        skip = _train._skipped_batches(cfg, Y[run_ids, batches]).cpu()  # (steps, R)
+        dead = skip.all(dim=0)
+        if bool(dead.any()):
+            r = int(torch.nonzero(dead)[0])
+            raise ValueError(
+                f"run {configs[r].key()}: every mini-batch of epoch {epoch} holds a single class; the "
+                f"{configs[r].method} loss is undefined (batch_size={cfg.batch_size} is too small for "
+                f"num_classes={cfg.num_classes})"
+            )
         total = torch.zeros(R, dtype=torch.float64)
-        for idx in batches:
-            losses = _stacked_batch_loss(configs, smodel, X, Y, datas, idx, step_gens, betas)
-            opt.zero_grad(set_to_none=True)
+        for idx, skipped in zip(batches, skip):
+            active = (~skipped).tolist()
+            if not any(active):
+                continue
+            losses = _stacked_batch_loss(configs, smodel, X, Y, datas, idx, step_gens, betas, active=active)
+            opt.zero_grad()
             losses.sum().backward()
-            opt.step()
-            total += losses.detach().to(torch.float64).cpu()
+            opt.step(active)
+            total[~skipped] += losses.detach().to(torch.float64).cpu()
         bad = ~torch.isfinite(total)
         if bool(bad.any()):
             r = int(torch.nonzero(bad)[0])
             raise FloatingPointError(f"run {configs[r].key()}: non-finite training loss in epoch {epoch}")
         if epoch in record_at:
-            mean_loss = (total / batches.shape[0]).tolist()
+            n_skipped = skip.sum(dim=0)
+            mean_loss = (total / (skip.shape[0] - n_skipped)).tolist()
             for r, (metrics, mu) in enumerate(_stacked_metrics(configs, smodel, X, Y, datas, optima, optima_full)):
-                records[r].append(_train._record(configs[r], epoch, mean_loss[r], metrics, mu))
+                records[r].append(_train._record(configs[r], epoch, mean_loss[r], int(n_skipped[r]), metrics, mu))
     return [_train._assemble(c, rec) for c, rec in zip(configs, records)]

@@ -45,14 +45,24 @@ Z), ``spectrum_min`` (``log(sigma_min / sigma_max)`` of the class-mean covarianc
 NaN for free features, which have no held-out inputs, or without a test set) and ``train_ncm_acc``.
 A metric that is undefined at a state (e.g. NC1 when all class means coincide) is NaN.
 
-**Losses.** ``loss``: the epoch mean of the training mini-batch losses (the authors' logged
-quantity). ``full_loss``: the loss on the whole training set as one batch with the exact
+**Skipped steps.** A supervised (SCL/HSCL) mini-batch holding a single class leaves every anchor
+without negatives: the loss is undefined, so that step is skipped (no forward, no update, no
+draw from the ``"step"`` stream, and Adam's step count does not advance) and counted in the
+column ``skipped_steps`` (the number skipped in the row's epoch, like ``loss``; 0 at epoch 0
+and normally). An epoch whose every step is skipped raises ValueError. Skipping is deterministic
+(it depends only on the ``"order"`` stream's permutation); the next executed step draws what the
+skipped one would have drawn, so the ``"step"`` stream of a run with skips is shifted relative
+to a hypothetical run without them (there is no such run: the skipped loss does not exist).
+
+**Losses.** ``loss``: the epoch mean of the training mini-batch losses over the executed steps
+(the authors' logged quantity). ``full_loss``: the loss on the whole training set as one batch with the exact
 (``"expectation"``) estimator, at the recorded state (noise / partners drawn from the ``"eval"``
 stream, re-seeded at every evaluation, hence identical at every epoch); NaN when that batch
 exceeds ``FULL_LOSS_MAX`` = 4096 rows.
 ``optimum``: the closed-form NC value of the *training* loss (spec/hcl.md §3.3-§3.6; L*_SCL for
 SCL/HSCL, L*_UCL for UCL/HUCL (a lower bound, not attained for HUCL at beta > 0); NaN for
-InfoNCE/WeiNCE). ``gap_to_optimum = loss - optimum``; ``full_gap = full_loss - optimum_full``
+InfoNCE/WeiNCE, for ``normalization="none"`` and for ``d < C - 1``, where it is no optimum:
+:func:`closed_form_optimum`). ``gap_to_optimum = loss - optimum``; ``full_gap = full_loss - optimum_full``
 where ``optimum_full`` is the closed form for the expectation estimator (identical except UCL/HUCL
 with ``estimator="sampled"``, where the optimum is the K-binomial value and the expectation form
 is its K -> infinity limit). For UCL with mini-batches the optimum assumes the population
@@ -93,6 +103,7 @@ __all__ = [
 
 METRIC_COLUMNS = (
     "loss",
+    "skipped_steps",
     "full_loss",
     "optimum",
     "gap_to_optimum",
@@ -133,6 +144,10 @@ def closed_form_optimum(config: RunConfig, estimator: str | None = None) -> floa
       average inside psi: mean ``log(1 + 1/C + (1 - 1/C) e^a)``, sum ``log(1 + K(...))``, triplet
       ``margin/C + (1 - 1/C) max(0, a + margin)`` (L*_UCL; a lower bound for HUCL).
     * InfoNCE/WeiNCE: NaN (no closed form used here).
+    * NaN as well where these values are not the optimum of the run: ``normalization="none"``
+      (unbounded embeddings drive the loss to 0, its infimum, so the NC value is no optimum) and
+      ``d < C - 1`` (no simplex ETF exists in ``R^d``; the value is then a bound that NC cannot
+      attain).
 
     Computed by ``theory.bounds`` (``scl_optimum``, ``ucl_optimum``, ``plugin_value``).
 
@@ -143,7 +158,11 @@ def closed_form_optimum(config: RunConfig, estimator: str | None = None) -> floa
     est = config.estimator if estimator is None else estimator
     if est not in ("expectation", "sampled"):
         raise ValueError(f"estimator must be 'expectation' or 'sampled', got {est!r}")
-    if config.method not in CONTRASTIVE_METHODS:
+    if (
+        config.method not in CONTRASTIVE_METHODS
+        or config.normalization == "none"
+        or config.embed_dim < config.num_classes - 1
+    ):
         return float("nan")
     from theory import bounds
 
@@ -247,6 +266,14 @@ def epoch_batches(N: int, batch_size: int, generator: torch.Generator) -> torch.
 
 
 # ------------------------------------------------------------------------------ losses
+
+
+def _skipped_batches(config: RunConfig, labels: torch.Tensor) -> torch.Tensor:
+    """Bool ``(...)``: which batches of labels ``(..., B)`` are skipped (single class, SCL/HSCL)."""
+    if config.setting != "supervised":
+        return torch.zeros(labels.shape[:-1], dtype=torch.bool, device=labels.device)
+    return labels.amax(dim=-1) == labels.amin(dim=-1)
+
 
 
 def _two_view_loss(config: RunConfig, z1: torch.Tensor, z2: torch.Tensor) -> torch.Tensor:
@@ -360,11 +387,13 @@ def _assemble(config: RunConfig, records: list[dict]) -> pd.DataFrame:
     rows = [{**base, **r} for r in records]
     df = pd.DataFrame(rows, columns=cols)
     df["epoch"] = df["epoch"].astype(np.int64)
+    df["skipped_steps"] = df["skipped_steps"].astype(np.int64)
     return df
 
 
-def _record(config: RunConfig, epoch: int, loss: float, metrics: dict, mu: np.ndarray) -> dict:
-    r = {"epoch": epoch, "loss": loss, "gap_to_optimum": loss - metrics["optimum"], **metrics}
+def _record(config: RunConfig, epoch: int, loss: float, skipped: int, metrics: dict, mu: np.ndarray) -> dict:
+    r = {"epoch": epoch, "loss": loss, "skipped_steps": skipped, "gap_to_optimum": loss - metrics["optimum"],
+         **metrics}
     if config.record_means:
         r["class_means"] = json.dumps(mu.tolist())
     return r
@@ -384,8 +413,8 @@ def train_run(config: RunConfig, *, progress: bool = False, device: str | torch.
         ``record_means``, ``class_means`` (JSON string).
 
     Raises:
-        ValueError: ``config`` is not a RunConfig, or a batch is degenerate for the loss (e.g. a
-            single-class mini-batch under SCL).
+        ValueError: ``config`` is not a RunConfig, or every step of an epoch was skipped (each
+            mini-batch held a single class under SCL/HSCL; see the module docstring).
         FloatingPointError: the training loss became non-finite (never recorded silently).
     """
     if not isinstance(config, RunConfig):
@@ -399,11 +428,20 @@ def train_run(config: RunConfig, *, progress: bool = False, device: str | torch.
     record_at = set(recorded_epochs(config.epochs, config.eval_every))
 
     metrics, mu = _row_metrics(config, model, data, optimum, optimum_full)
-    records = [_record(config, 0, float("nan"), metrics, mu)]
+    records = [_record(config, 0, float("nan"), 0, metrics, mu)]
     for epoch in _progress(range(1, config.epochs + 1), progress, f"run {config.key()}", config.epochs):
         batches = epoch_batches(data.num_train, config.batch_size, gens["order"]).to(device)
+        skip = _skipped_batches(config, data.y_train[batches]).tolist()
+        if all(skip):
+            raise ValueError(
+                f"run {config.key()}: every mini-batch of epoch {epoch} holds a single class; the "
+                f"{config.method} loss is undefined (batch_size={config.batch_size} is too small for "
+                f"num_classes={config.num_classes})"
+            )
         total = torch.zeros((), dtype=torch.float64)
-        for idx in batches:
+        for idx, skipped in zip(batches, skip):
+            if skipped:
+                continue
             loss = _batch_loss(config, model, data, idx, gens["step"])
             opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -413,5 +451,6 @@ def train_run(config: RunConfig, *, progress: bool = False, device: str | torch.
             raise FloatingPointError(f"run {config.key()}: non-finite training loss in epoch {epoch}")
         if epoch in record_at:
             metrics, mu = _row_metrics(config, model, data, optimum, optimum_full)
-            records.append(_record(config, epoch, float(total) / batches.shape[0], metrics, mu))
+            done = len(skip) - sum(skip)
+            records.append(_record(config, epoch, float(total) / done, len(skip) - done, metrics, mu))
     return _assemble(config, records)

@@ -189,3 +189,35 @@ def test_train_stacked_run_chunks_give_the_same_tables(monkeypatch, positives):
     whole = train_stacked(cfgs)
     monkeypatch.setattr(stacked_mod, "CHUNK_ELEMENTS", 1)  # one run per loss call
     _assert_same_tables(whole, train_stacked(cfgs))
+
+
+# ----------------------------------------------------------------------------- skipped steps
+
+SKIP = dict(num_classes=2, d=4, n_per_class=3, n_test_per_class=2, input_dim=4, hidden=6, batch_size=2,
+            epochs=6, lr=0.05, dtype="float64")
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(encoder="free"),
+        dict(encoder="linear", positives="noise"),
+        dict(encoder="mlp", estimator="sampled", num_negatives=3, psi="triplet"),  # per-run fallback
+    ],
+)
+def test_train_stacked_skips_steps_like_sequential_runs(kwargs):
+    base = RunConfig(method="SCL", **SKIP, **kwargs)
+    cfgs = [base, base.replace(seed=1), base.replace(method="HSCL", beta=2.0, seed=2),
+            base.replace(method="HSCL", beta=5.0, seed=3)]
+    seq = [train_run(c) for c in cfgs]
+    skipped = [tuple(t["skipped_steps"]) for t in seq]
+    assert sum(map(sum, skipped)) > 0 and len(set(skipped)) > 1  # runs skip at different steps
+    _assert_same_tables(seq, train_stacked(cfgs))
+
+
+def test_train_stacked_raises_on_an_all_skipped_epoch():
+    base = RunConfig(method="SCL", encoder="free", **{**SKIP, "n_per_class": 2, "epochs": 12})
+    with pytest.raises(ValueError, match="single class"):
+        train_run(base)
+    with pytest.raises(ValueError, match="single class"):
+        train_stacked([base.replace(seed=5), base])

@@ -384,3 +384,86 @@ def test_non_finite_loss_raises(monkeypatch):
     monkeypatch.setattr(train_mod, "_batch_loss", poisoned)
     with pytest.raises(FloatingPointError, match="non-finite"):
         train_run(RunConfig(method="SCL", **TINY))
+
+
+# ----------------------------------------------------------------------------- closed form: no optimum
+
+
+@pytest.mark.parametrize("method, beta", [("SCL", 0.0), ("HSCL", 2.0), ("UCL", 0.0), ("HUCL", 1.0)])
+def test_closed_form_is_nan_where_nc_is_not_optimal(method, beta):
+    cfg = RunConfig(method=method, beta=beta, num_classes=6, normalization="sphere")
+    assert math.isfinite(closed_form_optimum(cfg))
+    assert math.isfinite(closed_form_optimum(cfg.replace(normalization="ball")))
+    assert math.isfinite(closed_form_optimum(cfg.replace(d=8)))  # d > C - 1 still holds an ETF
+    # unnormalised embeddings: the loss tends to 0 (its infimum), NC is no optimum
+    assert math.isnan(closed_form_optimum(cfg.replace(normalization="none")))
+    # d < C - 1: no simplex ETF exists
+    assert math.isnan(closed_form_optimum(cfg.replace(d=4)))
+    assert math.isnan(closed_form_optimum(cfg.replace(d=4), "sampled"))
+
+
+def test_no_optimum_columns_are_nan_in_the_table():
+    df = train_run(RunConfig(method="SCL", **{**TINY, "d": 2}))
+    assert df[["optimum", "gap_to_optimum", "full_gap"]].isna().all().all()
+    assert df["loss"].iloc[1:].notna().all() and df["full_loss"].notna().all()
+
+
+# ----------------------------------------------------------------------------- skipped single-class steps
+
+SKIP = dict(num_classes=2, d=4, n_per_class=3, batch_size=2, epochs=8, lr=0.05, dtype="float64")
+
+
+def _reference_skips(cfg: RunConfig) -> list[int]:
+    """Single-class batches per epoch, from the run's own permutations (Python loop)."""
+    g = run_generators(cfg.seed)["order"]
+    y = [i // cfg.n_per_class for i in range(cfg.num_train)]
+    out = []
+    for _ in range(cfg.epochs):
+        perm = torch.randperm(cfg.num_train, generator=g).tolist()
+        steps = cfg.num_train // cfg.batch_size
+        batches = [perm[s * cfg.batch_size : (s + 1) * cfg.batch_size] for s in range(steps)]
+        out.append(sum(len({y[i] for i in b}) == 1 for b in batches))
+    return out
+
+
+@pytest.mark.parametrize("method, beta, dtype", [("SCL", 0.0, "float64"), ("HSCL", 3.0, "float64"),
+                                                 ("HSCL", 3.0, "float32")])
+def test_single_class_batches_are_skipped_and_counted(method, beta, dtype):
+    cfg = RunConfig(method=method, beta=beta, encoder="free", **{**SKIP, "dtype": dtype})
+    skips = _reference_skips(cfg)
+    assert sum(skips) > 0  # the configuration does produce single-class batches
+    df = train_run(cfg)
+    assert df["skipped_steps"].tolist() == [0] + skips
+    # Reference: the same run by hand, skipping single-class batches (no update, no Adam step).
+    gens = run_generators(cfg.seed)
+    model = build_model(cfg, generator=gens["init"])
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+    y = torch.arange(2).repeat_interleave(3)
+    ref = []
+    for _ in range(cfg.epochs):
+        perm = torch.randperm(6, generator=gens["order"]).view(3, 2)
+        vals = []
+        for b in perm:
+            if int(y[b][0]) == int(y[b][1]):
+                continue
+            loss = contrastive_loss(model(b), y[b], setting="supervised", beta=beta, tau=cfg.tau, num_classes=2)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            vals.append(float(loss.detach()))
+        ref.append(sum(vals) / len(vals))
+    np.testing.assert_allclose(df["loss"].iloc[1:], ref, rtol=1e-12 if dtype == "float64" else 1e-5)
+
+
+def test_unsupervised_runs_never_skip():
+    df = train_run(RunConfig(method="UCL", encoder="free", **SKIP))
+    assert (df["skipped_steps"] == 0).all()
+    assert (train_run(RunConfig(method="SCL", **TINY))["skipped_steps"] == 0).all()
+
+
+def test_an_epoch_of_only_single_class_batches_raises():
+    cfg = RunConfig(method="SCL", encoder="free", **{**SKIP, "n_per_class": 2, "epochs": 12})
+    skips = _reference_skips(cfg)
+    assert 2 in skips  # both steps of some epoch are single-class (checked by the reference)
+    with pytest.raises(ValueError, match=f"every mini-batch of epoch {skips.index(2) + 1} holds a single class"):
+        train_run(cfg)
