@@ -320,12 +320,9 @@ def _stacked_metrics(configs, smodel, X, Y, datas, optima, optima_full):
                 g.manual_seed(stream_seed(c.seed, "eval"))
                 gens.append(g)
             idx = torch.arange(N, device=device).repeat(R, 1)
-            try:
-                betas = torch.tensor([c.beta for c in configs], dtype=cfg.torch_dtype, device=device)
-                full = _stacked_batch_loss(configs, smodel, X, Y, datas, idx, gens, betas, estimator="expectation")
-                full = [float(v) for v in full]
-            except ValueError:
-                full = [float("nan")] * R
+            betas = torch.tensor([c.beta for c in configs], dtype=cfg.torch_dtype, device=device)
+            full = _stacked_batch_loss(configs, smodel, X, Y, datas, idx, gens, betas, estimator="expectation")
+            full = [float(v) for v in full]
         else:
             full = [float("nan")] * R
         out = []
