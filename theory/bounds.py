@@ -36,6 +36,7 @@ is non-decreasing in beta.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Callable, Sequence
@@ -48,6 +49,7 @@ from scipy.stats import binom, norm
 
 from theory.losses import apply_psi
 from theory.sampling import hardening
+from theory.validation import integer, real
 
 __all__ = [
     "PSI_FORMS",
@@ -81,50 +83,11 @@ PSI_FORMS = ("mean", "sum", "triplet")
 # validation helpers
 
 
-def _check_C(C) -> int:
-    if isinstance(C, bool) or not isinstance(C, (int, np.integer)) or int(C) < 2:
-        raise ValueError(f"C must be an integer >= 2, got {C!r}")
-    return int(C)
-
-
-def _check_K(num_negatives) -> int:
-    if (
-        isinstance(num_negatives, bool)
-        or not isinstance(num_negatives, (int, np.integer))
-        or int(num_negatives) < 1
-    ):
-        raise ValueError(f"num_negatives must be an integer >= 1, got {num_negatives!r}")
-    return int(num_negatives)
-
-
-def _check_tau(tau) -> float:
-    try:
-        tau = float(tau)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"tau must be a real number, got {tau!r}") from exc
-    if not (tau > 0 and math.isfinite(tau)):
-        raise ValueError(f"tau must be a finite number > 0, got {tau}")
-    return tau
-
-
-def _check_beta(beta) -> float:
-    try:
-        beta = float(beta)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"beta must be a real number, got {beta!r}") from exc
-    if not (beta >= 0 and math.isfinite(beta)):
-        raise ValueError(f"beta must be a finite number >= 0, got {beta}")
-    return beta
-
-
-def _check_margin(margin) -> float:
-    try:
-        margin = float(margin)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"margin must be a real number, got {margin!r}") from exc
-    if not (margin >= 0 and math.isfinite(margin)):
-        raise ValueError(f"margin must be a finite number >= 0, got {margin}")
-    return margin
+_check_C = functools.partial(integer, "C", lo=2)
+_check_K = functools.partial(integer, "num_negatives", lo=1)
+_check_tau = functools.partial(real, "tau", lo=0.0, lo_open=True)
+_check_beta = functools.partial(real, "beta", lo=0.0)
+_check_margin = functools.partial(real, "margin", lo=0.0)
 
 
 def _check_psi(psi) -> str:
@@ -134,13 +97,7 @@ def _check_psi(psi) -> str:
 
 
 def _check_prob(q, name: str = "q") -> float:
-    try:
-        q = float(q)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name} must be a real number, got {q!r}") from exc
-    if not 0.0 <= q <= 1.0:
-        raise ValueError(f"{name} must lie in [0, 1], got {q}")
-    return q
+    return real(name, q, lo=0.0, hi=1.0)
 
 
 # --------------------------------------------------------------------------------------------
@@ -648,10 +605,7 @@ def harris_exact(
 
 def _check_sizes(**sizes) -> None:
     for name, value in sizes.items():
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-            shown = value + 1 if name == "num_classes" else value
-            need = ">= 2" if name == "num_classes" else ">= 1"
-            raise ValueError(f"{name} must be an integer {need}, got {shown!r}")
+        integer(name, value, lo=1)
 
 
 def _check_points(z, labels) -> tuple[np.ndarray, np.ndarray]:
@@ -797,14 +751,14 @@ def harris_monte_carlo(
     of ``E_hard - E_base``; the check passes unless the interval lies entirely below 0 (a
     significant violation). ``details`` holds the estimate, the interval, and both means.
     """
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
+    confidence = real("confidence", confidence, lo=0.0, lo_open=True, hi=1.0, hi_open=True)
     if setting not in ("supervised", "unsupervised"):
         raise ValueError(f"setting must be 'supervised' or 'unsupervised', got {setting!r}")
     if num_pairs < 2:
         raise ValueError(f"num_pairs must be >= 2, got {num_pairs}")
     K = _check_K(num_negatives)
-    _check_sizes(num_classes=num_classes - 1, per_class=per_class, d=d)
+    num_classes = integer("num_classes", num_classes, lo=2)
+    _check_sizes(per_class=per_class, d=d)
     rng = np.random.default_rng(seed)
     N = num_classes * per_class
     z, _ = random_instance(rng, num_points=N, num_classes=num_classes, d=d, domain=domain)

@@ -49,10 +49,13 @@ Conventions of this module:
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 import torch
+
+from theory.validation import integer, real
 
 __all__ = [
     "SPECTRUM_FLOOR",
@@ -125,13 +128,7 @@ def _features(x, name: str = "z", min_rows: int = 1) -> torch.Tensor:
 
 
 def _check_num_classes(num_classes) -> int | None:
-    if num_classes is None:
-        return None
-    if isinstance(num_classes, bool) or not isinstance(num_classes, (int, np.integer)):
-        raise ValueError(f"num_classes must be a positive integer or None, got {num_classes!r}")
-    if num_classes < 1:
-        raise ValueError(f"num_classes must be a positive integer or None, got {num_classes!r}")
-    return int(num_classes)
+    return None if num_classes is None else integer("num_classes", num_classes, lo=1)
 
 
 def _labels(labels, n: int, num_classes, device, name: str = "labels") -> tuple[torch.Tensor, int]:
@@ -191,14 +188,7 @@ def _global_mean(mu: torch.Tensor, global_mean) -> torch.Tensor:
     return g
 
 
-def _check_floor(floor) -> float:
-    try:
-        floor = float(floor)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"floor must be a number in [0, 1), got {floor!r}") from exc
-    if not (0.0 <= floor < 1.0):
-        raise ValueError(f"floor must be a number in [0, 1), got {floor}")
-    return floor
+_check_floor = functools.partial(real, "floor", lo=0, hi=1, hi_open=True)
 
 
 def _entropy_exp(p: torch.Tensor) -> float:
@@ -401,8 +391,7 @@ def ncm_accuracy(
     te = te.to(tr.device)
     ytr, C = _labels(train_labels, tr.shape[0], num_classes, tr.device, "train_labels")
     yte, _ = _labels(test_labels, te.shape[0], C, tr.device, "test_labels")
-    if isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)) or not 1 <= top_k <= C:
-        raise ValueError(f"top_k must be an integer in [1, C = {C}], got {top_k!r}")
+    top_k = integer("top_k", top_k, lo=1, hi=C)
     _, mu = _means64(tr, ytr, C, "train_labels")
     correct = 0
     chunk = 4096
@@ -457,12 +446,7 @@ def _nc1_from_cov(sw: torch.Tensor, sb: torch.Tensor, C: int, rtol: float | None
     if rtol is None:
         rtol = max(d, C) * _EPS64
     else:
-        try:
-            rtol = float(rtol)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"rtol must be a number in [0, 1) or None, got {rtol!r}") from exc
-        if not 0.0 <= rtol < 1.0:
-            raise ValueError(f"rtol must be a number in [0, 1) or None, got {rtol}")
+        rtol = real("rtol", rtol, lo=0, hi=1, hi_open=True)
     sw = (sw + sw.T) / 2
     sb = (sb + sb.T) / 2
     evals, evecs = torch.linalg.eigh(sb)  # ascending
@@ -645,9 +629,7 @@ def rankme(z, eps: float = RANKME_EPS) -> float:
     samples); with N < K the value is capped by N. A zero matrix gives p_k = eps.
     Not the covariance variant (that is :func:`erank_cov`).
     """
-    eps = float(eps)
-    if not (0.0 <= eps < 1.0):
-        raise ValueError(f"eps must be in [0, 1), got {eps}")
+    eps = real("eps", eps, lo=0, hi=1, hi_open=True)
     zt = _features(z, "z")
     s = torch.linalg.svdvals(zt)
     total = s.sum()
@@ -746,12 +728,8 @@ class ClassStatsAccumulator:
         C = _check_num_classes(num_classes)
         if C is None:
             raise ValueError("num_classes must be a positive integer, got None")
-        if dim is not None and (
-            isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim < 1
-        ):
-            raise ValueError(f"dim must be a positive integer or None, got {dim!r}")
         self.num_classes = C
-        self.dim = None if dim is None else int(dim)
+        self.dim = None if dim is None else integer("dim", dim, lo=1)
         self.covariance = bool(covariance)
         self._counts: torch.Tensor | None = None
         self._means: torch.Tensor | None = None

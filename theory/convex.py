@@ -39,6 +39,8 @@ import cvxpy as cp
 import numpy as np
 from scipy.special import logsumexp
 
+from theory.validation import integer, real
+
 __all__ = [
     "GramSolution",
     "minimize_gram",
@@ -85,27 +87,21 @@ class GramSolution:
 
 def etf_gram_np(C: int) -> np.ndarray:
     """ETF Gram ``C/(C-1) I - 1/(C-1) 11^T`` as a float64 numpy array ``(C, C)``."""
-    if isinstance(C, bool) or not isinstance(C, (int, np.integer)) or C < 2:
-        raise ValueError(f"C must be an integer >= 2, got {C!r}")
+    C = integer("C", C, lo=2)
     return (C * np.eye(C) - np.ones((C, C))) / (C - 1)
 
 
 def _validate(C, setting, psi, domain, num_negatives, tau, margin, priors) -> tuple:
-    if isinstance(C, bool) or not isinstance(C, (int, np.integer)) or C < 2:
-        raise ValueError(f"C must be an integer >= 2, got {C!r}")
-    C = int(C)
+    C = integer("C", C, lo=2)
     if setting not in ("supervised", "unsupervised"):
         raise ValueError(f"setting must be 'supervised' or 'unsupervised', got {setting!r}")
     if psi not in ("mean", "sum", "triplet"):
         raise ValueError(f"psi must be 'mean', 'sum' or 'triplet', got {psi!r}")
     if domain not in ("sphere", "ball"):
         raise ValueError(f"domain must be 'sphere' or 'ball', got {domain!r}")
-    if isinstance(num_negatives, bool) or not isinstance(num_negatives, (int, np.integer)) or num_negatives < 1:
-        raise ValueError(f"num_negatives must be an integer >= 1, got {num_negatives!r}")
-    if not (isinstance(tau, (int, float)) and math.isfinite(tau) and tau > 0):
-        raise ValueError(f"tau must be a finite number > 0, got {tau!r}")
-    if not (isinstance(margin, (int, float)) and math.isfinite(margin) and margin >= 0):
-        raise ValueError(f"margin must be a finite number >= 0, got {margin!r}")
+    num_negatives = integer("num_negatives", num_negatives, lo=1)
+    tau = real("tau", tau, lo=0, lo_open=True)
+    margin = real("margin", margin, lo=0)
     if priors is None:
         pi = np.full(C, 1.0 / C)
     else:
@@ -114,7 +110,7 @@ def _validate(C, setting, psi, domain, num_negatives, tau, margin, priors) -> tu
             raise ValueError(f"priors must be {C} positive finite numbers, got {priors!r}")
         if abs(pi.sum() - 1.0) > 1e-9:
             raise ValueError(f"priors must sum to 1, got sum {pi.sum()}")
-    return C, int(num_negatives), float(tau), float(margin), pi
+    return C, num_negatives, tau, margin, pi
 
 
 def _negative_law(pi: np.ndarray, c: int, setting: str) -> np.ndarray:

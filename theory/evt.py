@@ -32,6 +32,7 @@ from scipy import optimize, stats
 import torch
 
 from theory.losses import two_view_candidates
+from theory.validation import integer, real
 from theory.weince import tail_fits, tail_size, tlambda_logits
 
 __all__ = [
@@ -81,26 +82,6 @@ def _as_1d(name: str, x) -> np.ndarray:
     return a
 
 
-def _real(name: str, v, lo=None, hi=None, lo_open=False, hi_open=False) -> float:
-    try:
-        v = float(v)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name} must be a real number, got {v!r}") from exc
-    if not math.isfinite(v):
-        raise ValueError(f"{name} must be finite, got {v!r}")
-    if lo is not None and (v < lo or (lo_open and v == lo)):
-        raise ValueError(f"{name} must be {'>' if lo_open else '>='} {lo}, got {v!r}")
-    if hi is not None and (v > hi or (hi_open and v == hi)):
-        raise ValueError(f"{name} must be {'<' if hi_open else '<='} {hi}, got {v!r}")
-    return v
-
-
-def _posint(name: str, v, lo: int = 1) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or int(v) < lo:
-        raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
-    return int(v)
-
-
 # --------------------------------------------------------------------------------------------
 # GPD: likelihood, quantiles, profile likelihood
 # --------------------------------------------------------------------------------------------
@@ -113,8 +94,8 @@ def gpd_loglik(y, xi: float, sigma: float) -> float:
     support (``1 + xi y / sigma <= 0``). Shapes: ``y`` ``(n,)`` exceedances ``>= 0``.
     """
     y = _as_1d("y", y)
-    xi = _real("xi", xi)
-    sigma = _real("sigma", sigma, lo=0.0, lo_open=True)
+    xi = real("xi", xi)
+    sigma = real("sigma", sigma, lo=0.0, lo_open=True)
     n = y.size
     if abs(xi) < _XI_ZERO:
         return float(-n * math.log(sigma) - y.sum() / sigma)
@@ -129,8 +110,8 @@ def gpd_quantile(p, xi: float, sigma: float) -> np.ndarray:
     p = np.asarray(p, dtype=np.float64)
     if np.any((p < 0) | (p >= 1)):
         raise ValueError("p must lie in [0, 1)")
-    xi = _real("xi", xi)
-    sigma = _real("sigma", sigma, lo=0.0, lo_open=True)
+    xi = real("xi", xi)
+    sigma = real("sigma", sigma, lo=0.0, lo_open=True)
     if abs(xi) < _XI_ZERO:
         return -sigma * np.log1p(-p)
     return sigma / xi * np.expm1(-xi * np.log1p(-p))
@@ -280,13 +261,13 @@ def fit_gpd(
         raise ValueError("exceedances y must be >= 0")
     if float(y.max()) <= 0:
         raise ValueError("exceedances y must contain a positive value")
-    xi_min = _real("xi_min", xi_min)
-    xi_max = _real("xi_max", xi_max)
+    xi_min = real("xi_min", xi_min)
+    xi_max = real("xi_max", xi_max)
     if not xi_min < xi_max:
         raise ValueError(f"xi_min must be < xi_max, got {xi_min} and {xi_max}")
-    n_grid = _posint("n_grid", n_grid, 2)
-    n_refine = _posint("n_refine", n_refine, 2)
-    refine_steps = _real("refine_steps", refine_steps, lo=0.0)
+    n_grid = integer("n_grid", n_grid, lo=2)
+    n_refine = integer("n_refine", n_refine, lo=2)
+    refine_steps = real("refine_steps", refine_steps, lo=0.0)
     grid = np.linspace(xi_min, xi_max, n_grid)
     sig, ll = _profile(y, grid)
     j = int(np.argmax(ll))
@@ -335,8 +316,8 @@ def pot_fit(scores, q: float = 0.99, *, min_exceed: int = 10, **fit_kwargs) -> P
         ValueError: ``q`` outside ``(0, 1)`` or fewer than ``min_exceed`` exceedances.
     """
     s = _as_1d("scores", scores)
-    q = _real("q", q, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
-    min_exceed = _posint("min_exceed", min_exceed, 2)
+    q = real("q", q, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
+    min_exceed = integer("min_exceed", min_exceed, lo=2)
     u = float(np.quantile(s, q))
     y = s[s > u] - u
     if y.size < min_exceed:
@@ -367,7 +348,7 @@ def threshold_stability(
     s = _as_1d("scores", scores)
     rows = []
     for q in quantiles:
-        q = _real("quantile", q, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
+        q = real("quantile", q, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
         u = float(np.quantile(s, q))
         n_exc = int((s > u).sum())
         row = {"q": q, "threshold": u, "n_exceed": n_exc}
@@ -474,9 +455,9 @@ def tail_aic_fit(
         k_tail: tail size; default :func:`theory.weince.tail_size` ``(K, tail_frac, min_tail)``.
     """
     s = _as_1d("neg", neg)
-    eps = _real("eps", eps, lo=0.0, lo_open=True, hi=0.5)
+    eps = real("eps", eps, lo=0.0, lo_open=True, hi=0.5)
     K = s.size
-    k = tail_size(K, tail_frac, min_tail) if k_tail is None else _posint("k_tail", k_tail)
+    k = tail_size(K, tail_frac, min_tail) if k_tail is None else integer("k_tail", k_tail, lo=1)
     if k > K:
         raise ValueError(f"k_tail must be <= K={K}, got {k}")
     T = np.sort(s)[::-1][:k]
@@ -545,9 +526,9 @@ def tlambda_loglik(cand, lam: float, tau: float = 0.5, eps: float = 1e-6) -> flo
     ``sum_i log softmax_j((1 - lam) s_ij / tau + lam (-log(1 - min(s_ij, 1 - eps))))_0``.
     Shapes: ``cand`` ``(M, C)`` or a list of such arrays (positive first in every row).
     """
-    lam = _real("lam", lam, lo=0.0, hi=1.0)
-    tau = _real("tau", tau, lo=0.0, lo_open=True)
-    eps = _real("eps", eps, lo=0.0, lo_open=True, hi=0.5)
+    lam = real("lam", lam, lo=0.0, hi=1.0)
+    tau = real("tau", tau, lo=0.0, lo_open=True)
+    eps = real("eps", eps, lo=0.0, lo_open=True, hi=0.5)
     arrs = [torch.from_numpy(a) for a in _cand_list(cand)]
     return _loglik_arrays(arrs, lam, tau, eps)
 
@@ -648,14 +629,14 @@ def link_select(
             (e.g. one per frozen batch; widths may differ).
         tau: fixed temperature of the linear branch, or None to fit it.
     """
-    eps = _real("eps", eps, lo=0.0, lo_open=True, hi=0.5)
-    n_grid = _posint("n_grid", n_grid, 3)
+    eps = real("eps", eps, lo=0.0, lo_open=True, hi=0.5)
+    n_grid = integer("n_grid", n_grid, lo=3)
     arrs = [torch.from_numpy(a) for a in _cand_list(cand)]
     n_rows = sum(a.shape[0] for a in arrs)
     if tau is not None:
-        tau = _real("tau", tau, lo=0.0, lo_open=True)
+        tau = real("tau", tau, lo=0.0, lo_open=True)
     else:
-        lo_t, hi_t = (_real("tau_bounds[0]", tau_bounds[0], lo=0.0, lo_open=True), _real("tau_bounds[1]", tau_bounds[1]))
+        lo_t, hi_t = (real("tau_bounds[0]", tau_bounds[0], lo=0.0, lo_open=True), real("tau_bounds[1]", tau_bounds[1]))
         if not lo_t < hi_t:
             raise ValueError(f"tau_bounds must be increasing, got {tau_bounds}")
 
@@ -738,7 +719,7 @@ def softmax_link_mle(target_mean, v, *, steps: int = 100, bracket: tuple[float, 
     """
     v = _as_1d("v", v)
     m = np.atleast_1d(np.asarray(target_mean, dtype=np.float64))
-    steps = _posint("steps", steps)
+    steps = integer("steps", steps, lo=1)
     lo = np.full(m.shape, float(bracket[0]))
     hi = np.full(m.shape, float(bracket[1]))
     if not bracket[0] < bracket[1]:
@@ -759,7 +740,7 @@ def noise_floor_theory(scores: Sequence[float] = _NF_SCORES, beta: float = 0.8, 
     s = _as_1d("scores", scores)
     if np.any((s >= 1) | (s <= -1)):
         raise ValueError("scores must lie in (-1, 1)")
-    beta = _real("beta", beta, lo=0.0, lo_open=True)
+    beta = real("beta", beta, lo=0.0, lo_open=True)
     top, ref = int(top) % s.size, int(ref) % s.size
     x = -np.log1p(-s)
     p = np.exp(beta * (x - x.max()))
@@ -804,8 +785,8 @@ def noise_floor_experiment(
         ``theory_weibit = c/n``, ``bias2_floor``, ``theory_softmax = bias2_floor +
         softmax_var_coef / n`` (the finite-n Godambe line), ``c``.
     """
-    reps = _posint("reps", reps, 2)
-    ns = [_posint("n", n) for n in ns]
+    reps = integer("reps", reps, lo=2)
+    ns = [integer("n", n, lo=1) for n in ns]
     th = noise_floor_theory(scores, beta)
     s = np.asarray(th.scores)
     x = -np.log1p(-s)

@@ -28,13 +28,13 @@ from __future__ import annotations
 
 import functools
 import math
-import numbers
 
 import torch
 import torch.nn.functional as F
 
 from theory.geometry import as_float_tensor
 from theory.sampling import expected_hinge, log_expected_exp, sample_negatives, tilted_log_weights
+from theory.validation import integer, real
 
 __all__ = [
     "SETTINGS",
@@ -73,9 +73,8 @@ def apply_psi(t: torch.Tensor, form: str = "mean", *, tau: float = 1.0, margin: 
     """
     if form not in PSI_FORMS:
         raise ValueError(f"form must be one of {PSI_FORMS}, got {form!r}")
-    tau = _check_positive("tau", tau)
-    if not float(margin) >= 0:
-        raise ValueError(f"margin must be >= 0, got {margin}")
+    tau = real("tau", tau, lo=0.0, lo_open=True)
+    margin = real("margin", margin, lo=0.0, allow_inf=True)
     if not isinstance(t, torch.Tensor) or t.dim() < 1 or t.shape[-1] < 1:
         raise ValueError("t must be a tensor with a non-empty last axis (..., K)")
     if form == "triplet":
@@ -84,16 +83,6 @@ def apply_psi(t: torch.Tensor, form: str = "mean", *, tau: float = 1.0, margin: 
     if form == "mean":
         lse = lse - math.log(t.shape[-1])
     return F.softplus(lse)
-
-
-def _check_positive(name: str, value: float) -> float:
-    try:
-        value = float(value)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name} must be a real number, got {value!r}") from exc
-    if not (value > 0 and math.isfinite(value)):
-        raise ValueError(f"{name} must be a finite number > 0, got {value}")
-    return value
 
 
 def _validate_labels(labels, B: int, device, num_classes: int | None) -> torch.Tensor:
@@ -171,7 +160,7 @@ def contrastive_loss(
         raise ValueError(f"psi must be one of {PSI_FORMS}, got {psi!r}")
     if estimator not in ESTIMATORS:
         raise ValueError(f"estimator must be one of {ESTIMATORS}, got {estimator!r}")
-    tau = _check_positive("tau", tau)
+    tau = real("tau", tau, lo=0.0, lo_open=True)
     beta_is_tensor = isinstance(beta, torch.Tensor) and beta.dim() == 1
     if isinstance(beta, torch.Tensor) and beta.dim() > 1:
         raise ValueError(f"beta must be a scalar or a (B,) tensor, got shape {tuple(beta.shape)}")
@@ -179,14 +168,9 @@ def contrastive_loss(
         if bool((beta < 0).any()) or not bool(torch.isfinite(beta).all()):
             raise ValueError("beta must be finite and >= 0 for every anchor")
     else:
-        beta = float(beta)
-        if not (beta >= 0 and math.isfinite(beta)):
-            raise ValueError(f"beta must be a finite number >= 0, got {beta}")
-    if isinstance(num_negatives, bool) or not isinstance(num_negatives, numbers.Integral) or num_negatives < 1:
-        raise ValueError(f"num_negatives must be an integer >= 1, got {num_negatives!r}")
-    num_negatives = int(num_negatives)
-    if not (float(margin) >= 0):
-        raise ValueError(f"margin must be >= 0, got {margin}")
+        beta = real("beta", beta, lo=0.0)
+    num_negatives = integer("num_negatives", num_negatives, lo=1)
+    margin = real("margin", margin, lo=0.0, allow_inf=True)
     if not isinstance(z, torch.Tensor) or z.dim() != 2:
         raise ValueError("z must be a 2-D tensor (B, d)")
     z = as_float_tensor(z)
@@ -380,7 +364,7 @@ def info_nce(z1: torch.Tensor, z2: torch.Tensor, tau: float = 0.5, *, normalize:
     scalar. Equal, bit for bit, to WeiNCE with ``lambda = 0`` (both use
     :func:`two_view_candidates`).
     """
-    tau = _check_positive("tau", tau)
+    tau = real("tau", tau, lo=0.0, lo_open=True)
     _, cand = two_view_candidates(z1, z2, normalize=normalize)
     target = torch.zeros(cand.shape[0], dtype=torch.long, device=cand.device)
     return F.cross_entropy(cand / tau, target)

@@ -14,9 +14,12 @@ assumed that sympy does not derive.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import sympy as sp
+
+from theory.validation import integer
 
 __all__ = [
     "etf_gram_matrix",
@@ -36,10 +39,7 @@ __all__ = [
 ]
 
 
-def _check_C(C) -> int:
-    if isinstance(C, bool) or not isinstance(C, int) or C < 2:
-        raise ValueError(f"C must be an integer >= 2, got {C!r}")
-    return C
+_check_C = functools.partial(integer, "C", lo=2)
 
 
 def etf_gram_matrix(C: int) -> sp.Matrix:
@@ -125,8 +125,7 @@ def _psi_expr(t: Sequence[sp.Expr], psi: str, tau: sp.Expr, margin: sp.Expr) -> 
 
 def _args(C, num_negatives, tau, margin):
     C = _check_C(C)
-    if isinstance(num_negatives, bool) or not isinstance(num_negatives, int) or num_negatives < 1:
-        raise ValueError(f"num_negatives must be an integer >= 1, got {num_negatives!r}")
+    num_negatives = integer("num_negatives", num_negatives, lo=1)
     tau = sp.nsimplify(tau)
     margin = sp.nsimplify(margin)
     if not tau.is_positive:
@@ -203,8 +202,7 @@ def tlambda() -> tuple[tuple[sp.Symbol, ...], sp.Expr]:
 def tlambda_derivative(order: int = 1) -> sp.Expr:
     """``d^order T_lambda / ds^order``: order 1 is ``(1-lambda)/tau + lambda/(1-s)``, order 2 is
     ``lambda/(1-s)^2`` (so T is increasing and convex on ``s < 1`` for ``lambda`` in [0, 1])."""
-    if isinstance(order, bool) or not isinstance(order, int) or order < 1:
-        raise ValueError(f"order must be an integer >= 1, got {order!r}")
+    order = integer("order", order, lo=1)
     (s, _, _), T = tlambda()
     return sp.simplify(sp.diff(T, s, order))
 
@@ -250,8 +248,7 @@ def weibull_top1_probabilities(K: int, beta=None) -> tuple[tuple, list[sp.Expr]]
     Raises:
         ValueError: ``K`` not in 2..4 (integration time grows quickly) or ``beta <= 0``.
     """
-    if isinstance(K, bool) or not isinstance(K, int) or not 2 <= K <= 4:
-        raise ValueError(f"K must be an integer in [2, 4], got {K!r}")
+    K = integer("K", K, lo=2, hi=4)
     t, u = sp.symbols("t u", positive=True)
     q = sp.symbols(f"q1:{K + 1}", positive=True)
     probs = []

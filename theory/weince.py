@@ -44,6 +44,7 @@ from torch.autograd.function import once_differentiable
 
 from theory.geometry import as_float_tensor
 from theory.losses import two_view_candidates
+from theory.validation import integer, real
 
 __all__ = [
     "RECIPES",
@@ -77,32 +78,6 @@ def _np_ok(t: torch.Tensor) -> bool:
     return _NUMPY_FAST and t.device.type == "cpu"
 
 
-# --------------------------------------------------------------------------------------------
-# validation helpers
-# --------------------------------------------------------------------------------------------
-
-
-def _real(name: str, value, *, lo: float | None = None, lo_open: bool = False, hi: float | None = None,
-          allow_inf: bool = False) -> float:
-    try:
-        v = float(value)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name} must be a real number, got {value!r}") from exc
-    if math.isnan(v) or (not allow_inf and math.isinf(v)):
-        raise ValueError(f"{name} must be a finite real number, got {value!r}")
-    if lo is not None and (v < lo or (lo_open and v == lo)):
-        raise ValueError(f"{name} must be {'>' if lo_open else '>='} {lo}, got {value!r}")
-    if hi is not None and v > hi:
-        raise ValueError(f"{name} must be <= {hi}, got {value!r}")
-    return v
-
-
-def _int(name: str, value, lo: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or int(value) < lo:
-        raise ValueError(f"{name} must be an integer >= {lo}, got {value!r}")
-    return int(value)
-
-
 @dataclass(frozen=True)
 class _GateParams:
     q: float
@@ -116,13 +91,13 @@ class _GateParams:
 
 def _gate_params(q, tail_frac, min_tail, margin, kappa_rho, kappa_aic, eps) -> _GateParams:
     return _GateParams(
-        q=_real("q", q, lo=0.0, hi=1.0),
-        tail_frac=_real("tail_frac", tail_frac, lo=0.0),
-        min_tail=_int("min_tail", min_tail, 0),
-        margin=_real("margin", margin, allow_inf=True),
-        kappa_rho=_real("kappa_rho", kappa_rho, lo=0.0),
-        kappa_aic=_real("kappa_aic", kappa_aic, lo=0.0),
-        eps=_real("eps", eps, lo=0.0, lo_open=True, hi=0.5),
+        q=real("q", q, lo=0.0, hi=1.0),
+        tail_frac=real("tail_frac", tail_frac, lo=0.0),
+        min_tail=integer("min_tail", min_tail, lo=0),
+        margin=real("margin", margin, allow_inf=True),
+        kappa_rho=real("kappa_rho", kappa_rho, lo=0.0),
+        kappa_aic=real("kappa_aic", kappa_aic, lo=0.0),
+        eps=real("eps", eps, lo=0.0, lo_open=True, hi=0.5),
     )
 
 
@@ -140,9 +115,9 @@ def tail_size(K: int, tail_frac: float = 0.1, min_tail: int = 32) -> int:
     Raises:
         ValueError: ``K < 1``, ``tail_frac < 0`` or ``min_tail < 0``.
     """
-    K = _int("K", K, 1)
-    tail_frac = _real("tail_frac", tail_frac, lo=0.0)
-    min_tail = _int("min_tail", min_tail, 0)
+    K = integer("K", K, lo=1)
+    tail_frac = real("tail_frac", tail_frac, lo=0.0)
+    min_tail = integer("min_tail", min_tail, lo=0)
     k = max(min_tail, round(tail_frac * K))
     k = min(k, K)
     k = max(10, k)
@@ -157,8 +132,8 @@ def rho0_index(A: int, q: float = 0.2) -> int:
     Raises:
         ValueError: ``A < 1`` or ``q`` outside ``[0, 1]``.
     """
-    A = _int("A", A, 1)
-    q = _real("q", q, lo=0.0, hi=1.0)
+    A = integer("A", A, lo=1)
+    q = real("q", q, lo=0.0, hi=1.0)
     return round(q * (A - 1))
 
 
@@ -178,8 +153,8 @@ def tlambda_logits(s: torch.Tensor, lam: torch.Tensor | float, tau: float = 0.5,
     float16/bfloat16 ``s`` is computed (and returned) in float32: in float16 ``1 - eps`` rounds
     to 1 and the shortfall branch would be ``-log(0) = inf`` (spec §3.2); float64 stays float64.
     """
-    tau = _real("tau", tau, lo=0.0, lo_open=True)
-    eps = _real("eps", eps, lo=0.0, lo_open=True, hi=0.5)
+    tau = real("tau", tau, lo=0.0, lo_open=True)
+    eps = real("eps", eps, lo=0.0, lo_open=True, hi=0.5)
     if not isinstance(s, torch.Tensor):
         raise ValueError(f"s must be a torch tensor, got {type(s).__name__}")
     s = as_float_tensor(s, "s")
@@ -370,7 +345,7 @@ def tail_fits(tails, eps: float = 1e-6) -> TailFits:
     Raises:
         ValueError: not 2-D, empty, non-finite, or a row not in descending order; bad ``eps``.
     """
-    eps = _real("eps", eps, lo=0.0, lo_open=True, hi=0.5)
+    eps = real("eps", eps, lo=0.0, lo_open=True, hi=0.5)
     if isinstance(tails, torch.Tensor):
         tails = tails.detach().cpu().double().numpy()
     T = np.asarray(tails, dtype=np.float64)
@@ -493,19 +468,19 @@ class WeibullBetaState:
     steps: int = 0
 
     def __post_init__(self) -> None:
-        _real("beta", self.beta, lo=0.0, lo_open=True)
-        _real("momentum", self.momentum, lo=0.0, hi=1.0)
-        _real("r2_min", self.r2_min, lo=0.0, hi=1.0)
-        _real("beta_min", self.beta_min, lo=0.0, lo_open=True)
-        if _real("beta_max", self.beta_max) < self.beta_min:
+        real("beta", self.beta, lo=0.0, lo_open=True)
+        real("momentum", self.momentum, lo=0.0, hi=1.0)
+        real("r2_min", self.r2_min, lo=0.0, hi=1.0)
+        real("beta_min", self.beta_min, lo=0.0, lo_open=True)
+        if real("beta_max", self.beta_max) < self.beta_min:
             raise ValueError(f"beta_max must be >= beta_min={self.beta_min}, got {self.beta_max}")
-        _real("tail_frac", self.tail_frac, lo=0.0, hi=1.0)
-        _int("min_tail_points", self.min_tail_points, 1)
-        _real("eps", self.eps, lo=0.0, lo_open=True, hi=0.5)
-        _real("weib_weight", self.weib_weight, lo=0.0)
-        _real("pl_weight", self.pl_weight, lo=0.0)
-        _int("weib_top_m", self.weib_top_m, 1)
-        _int("pl_top_m", self.pl_top_m, 1)
+        real("tail_frac", self.tail_frac, lo=0.0, hi=1.0)
+        integer("min_tail_points", self.min_tail_points, lo=1)
+        real("eps", self.eps, lo=0.0, lo_open=True, hi=0.5)
+        real("weib_weight", self.weib_weight, lo=0.0)
+        real("pl_weight", self.pl_weight, lo=0.0)
+        integer("weib_top_m", self.weib_top_m, lo=1)
+        integer("pl_top_m", self.pl_top_m, lo=1)
 
     @torch.no_grad()
     def update(self, neg: torch.Tensor) -> float:
@@ -656,7 +631,7 @@ def weince_loss(
         ValueError: ``N < 2``, shape mismatch, bad hyper-parameter, unknown recipe, or
             ``recipe="released"`` without a state.
     """
-    tau = _real("tau", tau, lo=0.0, lo_open=True)
+    tau = real("tau", tau, lo=0.0, lo_open=True)
     p = _gate_params(q, tail_frac, min_tail, margin, kappa_rho, kappa_aic, eps)
     if recipe not in RECIPES:
         raise ValueError(f"recipe must be one of {RECIPES}, got {recipe!r}")
@@ -726,7 +701,7 @@ def weince_label_loss(
         ValueError: bad shapes / hyper-parameters, a batch with a single class (no negatives), or
             no (anchor, positive) pair (all labels distinct).
     """
-    tau = _real("tau", tau, lo=0.0, lo_open=True)
+    tau = real("tau", tau, lo=0.0, lo_open=True)
     p = _gate_params(q, tail_frac, min_tail, margin, kappa_rho, kappa_aic, eps)
     if not isinstance(z, torch.Tensor) or z.dim() != 2:
         raise ValueError(f"z must be a 2-D tensor (B, d), got {getattr(z, 'shape', type(z).__name__)!r}")
@@ -810,7 +785,7 @@ class WeiNCELoss(torch.nn.Module):
         bad = set(self.kwargs) - allowed
         if bad:
             raise ValueError(f"unknown WeiNCE arguments {sorted(bad)}; allowed {sorted(allowed)}")
-        _real("tau", self.kwargs.get("tau", 0.5), lo=0.0, lo_open=True)
+        real("tau", self.kwargs.get("tau", 0.5), lo=0.0, lo_open=True)
         _gate_params(*(self.kwargs.get(k, d) for k, d in (
             ("q", 0.2), ("tail_frac", 0.1), ("min_tail", 32), ("margin", 2.0),
             ("kappa_rho", 10.0), ("kappa_aic", 1.0), ("eps", 1e-6))))

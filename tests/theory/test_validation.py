@@ -1,0 +1,164 @@
+"""Tests of theory.validation: the shared scalar validators ``real`` and ``integer``.
+
+References are plain Python comparisons written here (interval membership by hand).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from theory.validation import integer, real
+
+
+# ---------------------------------------------------------------------------------------------
+# real
+
+
+@pytest.mark.parametrize(
+    "value", [0.5, 1, np.float32(0.25), np.float64(2.0), np.int64(3), torch.tensor(0.75), torch.tensor([1.5])]
+)
+def test_real_accepts_and_returns_python_float(value):
+    out = real("x", value, lo=0, lo_open=True)
+    assert type(out) is float
+    assert out == float(value)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_real_keeps_value_of_float_tensors(dtype):
+    t = torch.tensor(0.1, dtype=dtype)
+    assert real("x", t) == t.item()
+
+
+@pytest.mark.parametrize(
+    "lo,lo_open,hi,hi_open",
+    [(None, False, None, False), (0, False, None, False), (0, True, None, False), (None, False, 1, False),
+     (None, False, 1, True), (0, False, 1, True), (0, True, 0.5, False), (-1, True, 1, True)],
+)
+@pytest.mark.parametrize("v", [-2.0, -1.0, -0.5, 0.0, 0.25, 0.5, 0.75, 1.0, 1.5])
+def test_real_bounds_match_manual_interval(lo, lo_open, hi, hi_open, v):
+    inside = True
+    if lo is not None:
+        inside &= v > lo if lo_open else v >= lo
+    if hi is not None:
+        inside &= v < hi if hi_open else v <= hi
+    if inside:
+        assert real("x", v, lo=lo, lo_open=lo_open, hi=hi, hi_open=hi_open) == v
+    else:
+        with pytest.raises(ValueError, match=r"^x must be .*got"):
+            real("x", v, lo=lo, lo_open=lo_open, hi=hi, hi_open=hi_open)
+
+
+def test_real_messages_name_argument_bound_and_value():
+    with pytest.raises(ValueError, match=r"^tau must be > 0, got 0$"):
+        real("tau", 0, lo=0, lo_open=True)
+    with pytest.raises(ValueError, match=r"^beta must be >= 0, got -1.5$"):
+        real("beta", -1.5, lo=0)
+    with pytest.raises(ValueError, match=r"^eps must be in \(0, 0.5\], got 0.7$"):
+        real("eps", 0.7, lo=0, lo_open=True, hi=0.5)
+    with pytest.raises(ValueError, match=r"^floor must be in \[0, 1\), got 1$"):
+        real("floor", 1, lo=0, hi=1, hi_open=True)
+    with pytest.raises(ValueError, match=r"^q must be <= 1, got 2$"):
+        real("q", 2, hi=1)
+
+
+@pytest.mark.parametrize("bad", [math.inf, -math.inf, np.float32("inf"), torch.tensor(float("inf"))])
+def test_real_rejects_inf_by_default(bad):
+    with pytest.raises(ValueError, match="margin must be a finite real number"):
+        real("margin", bad)
+
+
+def test_real_allow_inf():
+    assert real("margin", math.inf, allow_inf=True) == math.inf
+    assert real("margin", math.inf, lo=0, allow_inf=True) == math.inf
+    assert real("m", -math.inf, allow_inf=True) == -math.inf
+    with pytest.raises(ValueError, match="m must be >= 0"):
+        real("m", -math.inf, lo=0, allow_inf=True)
+    with pytest.raises(ValueError, match="m must be <= 1"):
+        real("m", math.inf, hi=1, allow_inf=True)
+
+
+@pytest.mark.parametrize("allow_inf", [False, True])
+@pytest.mark.parametrize("bad", [math.nan, np.float64("nan"), torch.tensor(float("nan"))])
+def test_real_rejects_nan_always(bad, allow_inf):
+    with pytest.raises(ValueError, match="tau must be .*nan"):
+        real("tau", bad, allow_inf=allow_inf)
+
+
+@pytest.mark.parametrize("bad", [None, "abc", [1.0, 2.0], object(), torch.ones(3), np.ones(2), 1 + 2j])
+def test_real_rejects_non_numbers_with_value_error(bad):
+    with pytest.raises(ValueError, match="^beta must be a real number, got"):
+        real("beta", bad)
+
+
+# ---------------------------------------------------------------------------------------------
+# integer
+
+
+@pytest.mark.parametrize(
+    "value", [3, np.int8(3), np.int16(3), np.int32(3), np.int64(3), np.uint8(3), np.uint64(3)]
+)
+def test_integer_accepts_python_and_numpy_integers(value):
+    out = integer("K", value, lo=1)
+    assert type(out) is int and out == 3
+
+
+@pytest.mark.parametrize("bad", [True, False, np.bool_(True)])
+def test_integer_rejects_bool(bad):
+    with pytest.raises(ValueError, match="K must be an integer"):
+        integer("K", bad)
+
+
+@pytest.mark.parametrize("bad", [3.0, np.float64(3.0), "3", None, torch.tensor(3), np.array([3]), math.nan])
+def test_integer_rejects_non_integers(bad):
+    with pytest.raises(ValueError, match=r"^num_negatives must be an integer >= 1, got"):
+        integer("num_negatives", bad, lo=1)
+
+
+@pytest.mark.parametrize("lo,hi", [(None, None), (1, None), (None, 4), (2, 4), (0, 0)])
+@pytest.mark.parametrize("v", range(-2, 7))
+def test_integer_bounds_match_manual_interval(lo, hi, v):
+    inside = (lo is None or v >= lo) and (hi is None or v <= hi)
+    if inside:
+        assert integer("n", v, lo=lo, hi=hi) == v
+        assert integer("n", np.int64(v), lo=lo, hi=hi) == v
+    else:
+        with pytest.raises(ValueError, match=rf"^n must be an integer .*got {v}$"):
+            integer("n", v, lo=lo, hi=hi)
+
+
+def test_integer_messages():
+    with pytest.raises(ValueError, match=r"^C must be an integer >= 2, got 1$"):
+        integer("C", 1, lo=2)
+    with pytest.raises(ValueError, match=r"^K must be an integer in \[2, 4\], got 5$"):
+        integer("K", 5, lo=2, hi=4)
+    with pytest.raises(ValueError, match=r"^top_k must be an integer <= 3, got 4$"):
+        integer("top_k", 4, hi=3)
+    with pytest.raises(ValueError, match=r"^order must be an integer, got 1.5$"):
+        integer("order", 1.5)
+
+
+# ---------------------------------------------------------------------------------------------
+# the modules use the shared validators (same messages everywhere)
+
+
+def test_modules_share_the_messages():
+    from theory import bounds, collapse, convex, evt, losses, symbolic, weince
+
+    calls = [
+        (lambda: bounds.scl_optimum(3, tau=0), r"tau must be > 0(\.0)?, got 0"),
+        (lambda: bounds.binomial_mixture(1.5, 3), r"q must be in \[0(\.0)?, 1(\.0)?\], got 1.5"),
+        (lambda: losses.info_nce(torch.zeros(3, 2), torch.zeros(3, 2), tau=math.inf), "tau must be a finite"),
+        (lambda: collapse.nc1(torch.zeros(4, 2), torch.tensor([0, 0, 1, 1]), num_classes=True), "num_classes must"),
+        (lambda: convex.etf_gram_np(np.int64(1)), "C must be an integer >= 2, got np.int64"),
+        (lambda: evt.gpd_loglik([0.1], 0.1, -1.0), "sigma must be > 0"),
+        (lambda: weince.tail_size(True, 0.1, 1), "K must be an integer >= 1, got True"),
+        (lambda: symbolic.etf_gram_matrix(True), "C must be an integer >= 2, got True"),
+    ]
+    for call, match in calls:
+        with pytest.raises(ValueError, match=match):
+            call()
+    assert symbolic.etf_gram_matrix(np.int64(3)).shape == (3, 3)
