@@ -101,7 +101,7 @@ def test_detached_and_undetached_weights_differ_in_gradient_only():
     zb = z0.clone().requires_grad_(True)
     la = contrastive_loss(za, labels, setting="supervised", beta=3.0)
     lb = contrastive_loss(zb, labels, setting="supervised", beta=3.0, detach_weights=False)
-    assert float(la) == pytest.approx(float(lb), abs=1e-14)
+    assert la.item() == pytest.approx(lb.item(), abs=1e-14)
     la.backward()
     lb.backward()
     assert not torch.allclose(za.grad, zb.grad)
