@@ -297,7 +297,7 @@ def test_half_precision_inputs_are_computed_in_float32(dtype):
         assert loss.dtype == torch.float32
         ref = contrastive_loss(zh.detach().float(), labels, setting="unsupervised", beta=50.0, tau=0.05,
                                estimator=estimator, generator=torch.Generator().manual_seed(0))
-        assert float(loss) == pytest.approx(float(ref), rel=1e-6)
+        assert loss.item() == pytest.approx(float(ref), rel=1e-6)
         loss.backward()
         assert zh.grad.dtype == dtype and torch.isfinite(zh.grad.float()).all()
         zh.grad = None
