@@ -20,10 +20,11 @@ Two estimators of the per-pair negative average ``E_{n ~ q_i}[g(S[i, n])]``:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 import torch
+
+from theory.validation import real
 
 __all__ = [
     "hardening",
@@ -54,24 +55,15 @@ def hardening(kind: str = "exponential", **params: float) -> Callable[[torch.Ten
     unknown = set(params) - allowed_params[kind]
     if unknown:
         raise ValueError(f"unknown parameter(s) {sorted(unknown)} for kind={kind!r}; expected {sorted(allowed_params[kind])}")
-    values = {key: float(v) for key, v in params.items()}
-    if not all(math.isfinite(v) for v in values.values()):
-        raise ValueError(f"hardening parameters must be finite, got {params}")
     if kind == "exponential":
-        beta = values.get("beta", 1.0)
-        if not beta >= 0:
-            raise ValueError(f"beta must be >= 0, got {beta}")
+        beta = real("beta", params.get("beta", 1.0), lo=0)
         return lambda t: torch.exp(beta * t)
     if kind == "step":
-        threshold = values.get("threshold", 0.0)
-        low = values.get("low", 0.1)
-        if not 0.0 <= low <= 1.0:
-            raise ValueError(f"low must lie in [0, 1], got {low}")
+        threshold = real("threshold", params.get("threshold", 0.0))
+        low = real("low", params.get("low", 0.1), lo=0, hi=1)
         return lambda t: low + (1.0 - low) * (t >= threshold).to(t.dtype)
-    power = values.get("power", 2.0)
-    shift = values.get("shift", 1.0)
-    if not power >= 0:
-        raise ValueError(f"power must be >= 0, got {power}")
+    power = real("power", params.get("power", 2.0), lo=0)
+    shift = real("shift", params.get("shift", 1.0))
     return lambda t: torch.where(t + shift > 0, torch.clamp(t + shift, min=0.0) ** power, torch.zeros_like(t))
 
 

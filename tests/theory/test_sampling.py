@@ -150,6 +150,8 @@ def test_hardening_rejects_unknown_and_non_finite_parameters():
         hardening("step", beta=5.0)
     with pytest.raises(ValueError, match="finite"):
         hardening("exponential", beta=float("inf"))
+    with pytest.raises(ValueError, match="low"):
+        hardening("step", low=float("nan"))
     eta = hardening("polynomial", power=0.0, shift=0.5)
     assert float(eta(torch.tensor(-0.9))) == 0.0 and float(eta(torch.tensor(0.0))) == 1.0
 
