@@ -5,7 +5,9 @@ two configs that resolve to the same values (e.g. ``d=None`` and ``d=C-1``, ``ba
 and ``0``) or differ only in fields the run does not use (e.g. ``margin`` without the triplet
 psi, :meth:`RunConfig.identity_dict`) share a key, so a results store keyed by it never trains
 the same computation twice. Canonicalisation happens only inside ``key()``: the config and its
-:meth:`RunConfig.to_dict` keep the given values (``from_dict(to_dict()) == config``).
+:meth:`RunConfig.to_dict` keep the given values, except that ``to_dict()`` resolves ``d=None``
+to ``C - 1`` and a full batch to 0, so ``from_dict(to_dict())`` has the same ``key()`` (and equals
+the config once those are resolved).
 
 The design of the synthetic study is the project's own (spec/hcl.md §4, "setup [unconfirmed]");
 defaults follow the authors' code where it has one (mean-form InfoNCE, tau = 1, K = 256, Adam

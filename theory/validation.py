@@ -18,6 +18,8 @@ from __future__ import annotations
 import math
 import numbers
 
+import numpy as np
+
 __all__ = ["real", "integer"]
 
 
@@ -44,7 +46,8 @@ def real(
 ) -> float:
     """Validate a real scalar and return it as a Python ``float``.
 
-    Accepts anything ``float()`` accepts (Python and numpy numbers, one-element tensors/arrays).
+    Accepts Python and numpy real numbers and one-element tensors (anything ``float()`` takes except
+    ``bool``, strings and bytes, which are rejected).
     NaN is always rejected; ``+-inf`` only passes with ``allow_inf=True`` (and the bounds).
 
     Args:
@@ -63,6 +66,8 @@ def real(
         ValueError: ``value`` is not a real number, is NaN, is infinite without ``allow_inf``,
             or lies outside the bounds; the message names ``name`` and ``value``.
     """
+    if isinstance(value, (bool, str, bytes, np.bool_)):
+        raise ValueError(f"{name} must be a real number, got {value!r}")
     try:
         v = float(value)
     except (TypeError, ValueError, RuntimeError) as exc:  # RuntimeError: multi-element tensors

@@ -162,3 +162,9 @@ def test_modules_share_the_messages():
         with pytest.raises(ValueError, match=match):
             call()
     assert symbolic.etf_gram_matrix(np.int64(3)).shape == (3, 3)
+
+
+@pytest.mark.parametrize("bad", [True, False, "0.5", b"1", np.bool_(True)])
+def test_real_rejects_bool_and_strings(bad):
+    with pytest.raises(ValueError, match="tau must be a real number"):
+        real("tau", bad)
