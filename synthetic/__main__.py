@@ -137,10 +137,6 @@ def _quick_spec(args, overrides: dict) -> dict:
 def _sweep(args) -> int:
     from synthetic import sweep as sw
 
-    if args.jobs == 0 or args.jobs < -1:
-        raise ValueError(f"--jobs must be a positive integer or -1, got {args.jobs}")
-    if args.threads < 1:
-        raise ValueError(f"--threads must be >= 1, got {args.threads}")
     if args.epochs is not None and args.epochs < 0:
         raise ValueError(f"--epochs must be >= 0, got {args.epochs}")
     if args.seeds is not None and args.seeds < 1:
@@ -161,7 +157,9 @@ def _sweep(args) -> int:
     else:
         if not overrides:
             raise ValueError("give a GRID file or quick-grid flags (e.g. --method SCL --beta 0 2)")
-        grids = [sw.load_grid(_quick_spec(args, overrides), scale=scale)]
+        # the flags build the grid; like with a grid file they are also applied after the scale,
+        # so --quick does not replace --epochs / --seeds / --set values
+        grids = [sw.load_grid(_quick_spec(args, overrides), scale=scale, overrides=overrides)]
     rc = 0
     for g in grids:
         folder = Path(args.results) / (g.name if scale == "default" else f"{g.name}-{scale}")
@@ -192,7 +190,9 @@ def _claims(args) -> int:
     table = sw.load_results(args.dir)
     verdicts = sw.evaluate_claims(table)
     for _, r in verdicts.iterrows():
-        print(f"{r['claim']}: {r['verdict'].upper()}  ({r['n_runs']} runs)\n  {r['statement']}\n  {r['measured']}\n")
+        # a scaled grid folder (e.g. s3_hucl_beta-paper) is judged apart and named
+        where = f" [{r['grid']}]" if r["grid"] and r["grid"] != sw.CLAIMS[r["claim"]][1] else ""
+        print(f"{r['claim']}{where}: {r['verdict'].upper()}  ({r['n_runs']} runs)\n  {r['statement']}\n  {r['measured']}\n")
     if args.details:
         details = sw.claim_details(table)
         with pd.option_context("display.max_columns", None, "display.width", 250, "display.max_rows", None):

@@ -188,7 +188,10 @@ _READ_KW = {} if int(pd.__version__.split(".")[0]) >= 3 else {"float_precision":
 
 
 def _read_csv(path: Path) -> pd.DataFrame:
-    return pd.read_csv(path, keep_default_na=True, **_READ_KW)
+    try:
+        return pd.read_csv(path, keep_default_na=True, **_READ_KW)
+    except pd.errors.EmptyDataError:  # an empty file (e.g. an old empty table.csv): no rows
+        return pd.DataFrame()
 
 
 def _normalise_run_frame(frame: pd.DataFrame, key: str | None) -> tuple[pd.DataFrame, str]:
@@ -246,7 +249,8 @@ def read_run(folder: str | os.PathLike, key: str) -> pd.DataFrame:
 def sort_table(table: pd.DataFrame) -> pd.DataFrame:
     """Sort a tidy table deterministically: by the config columns in order, then by epoch.
 
-    Numeric columns sort numerically, other columns by their string form; missing values last;
+    Numeric columns sort numerically with missing values (NaN) last; other columns sort by
+    their string form, a missing value counting as the empty string (so it sorts first);
     ``run_key`` breaks remaining ties. The index is reset.
     """
     cols = [c for c in config_columns(table) if c != EPOCH] + [RUN_KEY, EPOCH]
@@ -298,13 +302,22 @@ def load_table(folder: str | os.PathLike, keys: Iterable[str] | None = None) -> 
     return sort_table(table)
 
 
-def write_table(folder: str | os.PathLike, table: pd.DataFrame | None = None) -> Path:
-    """Write the consolidated ``<folder>/table.csv`` atomically (default: :func:`load_table`)."""
+def write_table(folder: str | os.PathLike, table: pd.DataFrame | None = None) -> Path | None:
+    """Write the consolidated ``<folder>/table.csv`` atomically (default: :func:`load_table`).
+
+    Returns:
+        The path written, or None for an empty table: then nothing is written and a stale
+        ``table.csv`` is removed (an empty CSV cannot be read back as a table).
+    """
     if table is None:
         table = load_table(folder)
     if not isinstance(table, pd.DataFrame):
         raise ValueError(f"table must be a pandas DataFrame, got {type(table).__name__}")
-    return atomic_write_text(_as_folder(folder) / TABLE_FILE, _to_csv(table))
+    path = _as_folder(folder) / TABLE_FILE
+    if len(table) == 0:
+        path.unlink(missing_ok=True)
+        return None
+    return atomic_write_text(path, _to_csv(table))
 
 
 def read_table(folder: str | os.PathLike) -> pd.DataFrame:

@@ -455,20 +455,10 @@ def _default_runner():
 
 
 def _find_stacking():
-    """(group_fn, stacked_fn) from synthetic.stacked, or None when not available."""
-    try:
-        from synthetic import stacked  # noqa: PLC0415
-    except ImportError:
-        return None
-    fn = getattr(stacked, "train_stacked", None)
-    group_fn = None
-    for name in ("group_stackable", "stack_groups", "group_configs", "stackable_groups"):
-        group_fn = getattr(stacked, name, None)
-        if group_fn is not None:
-            break
-    if fn is None or group_fn is None:
-        return None
-    return group_fn, fn
+    """(group_fn, stacked_fn) of synthetic.stacked; import errors propagate."""
+    from synthetic.stacked import stack_groups, train_stacked  # noqa: PLC0415
+
+    return stack_groups, train_stacked
 
 
 def _execute(task: list, runner: Callable | None, stacked_runner: Callable | None, threads: int | None = 1) -> list:
@@ -493,28 +483,43 @@ def _execute(task: list, runner: Callable | None, stacked_runner: Callable | Non
             torch.set_num_threads(old_threads)
 
 
-def _execute_inner(task: list, keys: list, runner: Callable | None, stacked_runner: Callable | None) -> list:
+def _check_frame(k: str, f: Any) -> None:
+    if not isinstance(f, pd.DataFrame):
+        raise RuntimeError(f"runner returned {type(f).__name__}, not a DataFrame, for run {k}")
+    if store.RUN_KEY not in f.columns or set(f[store.RUN_KEY].astype(str)) != {k}:
+        raise RuntimeError(f"runner frame for run {k} must carry run_key == {k}")
+
+
+def _run_single(config: Any, k: str, runner: Callable | None, note: str = "") -> tuple:
     try:
-        if len(task) > 1:
-            if stacked_runner is None:
-                raise RuntimeError("a task of several configs needs a stacked runner")
+        fn = runner or _default_runner()
+        f = fn(config)
+        _check_frame(k, f)
+        return (k, f, None)
+    except Exception:  # noqa: BLE001 (reported per run by run_sweep)
+        return (k, None, note + traceback.format_exc())
+
+
+def _execute_inner(task: list, keys: list, runner: Callable | None, stacked_runner: Callable | None) -> list:
+    """Train a task; a failing stack falls back to training each member alone.
+
+    A stack of several configs that raises (or returns bad frames) is retried member by member
+    with the single runner, so one failing run does not fail its whole stack (on every retry);
+    only the members that fail alone are reported, with the stack's error noted.
+    """
+    note = ""
+    if len(task) > 1 and stacked_runner is not None:
+        try:
             frames = list(stacked_runner(list(task)))
             if len(frames) != len(task):
                 raise RuntimeError(f"stacked runner returned {len(frames)} frames for {len(task)} configs")
-        else:
-            fn = runner or _default_runner()
-            frames = [fn(task[0])]
-        out = []
-        for k, f in zip(keys, frames):
-            if not isinstance(f, pd.DataFrame):
-                raise RuntimeError(f"runner returned {type(f).__name__}, not a DataFrame, for run {k}")
-            if store.RUN_KEY not in f.columns or set(f[store.RUN_KEY].astype(str)) != {k}:
-                raise RuntimeError(f"runner frame for run {k} must carry run_key == {k}")
-            out.append((k, f, None))
-        return out
-    except Exception:  # noqa: BLE001 (reported per run by run_sweep)
-        tb = traceback.format_exc()
-        return [(k, None, tb) for k in keys]
+            for k, f in zip(keys, frames):
+                _check_frame(k, f)
+            return [(k, f, None) for k, f in zip(keys, frames)]
+        except Exception:  # noqa: BLE001
+            last = traceback.format_exc().strip().splitlines()[-1]
+            note = f"(stacked training of {len(task)} runs failed: {last}; this run then failed alone)\n"
+    return [_run_single(c, k, runner, note) for c, k in zip(task, keys)]
 
 
 def _make_tasks(pending: list, all_configs: list, stack: bool, group_fn: Callable | None) -> list:
@@ -580,7 +585,7 @@ def run_sweep(
             stored (no shared file system needed).
         stack: train groups of stackable configs in one tensor program
             (``synthetic.stacked``), grouped over the whole grid so resuming trains the same
-            groups. Ignored when the stacking helpers are unavailable.
+            groups. A stack that fails is retried run by run with ``runner``.
         progress: tqdm bar with ETA; default: only when stderr is a terminal.
         runner: ``config -> DataFrame`` (default ``synthetic.train.train_run``); must be
             picklable (a module-level function) for processes and dask.
@@ -622,8 +627,7 @@ def run_sweep(
             stacking = (group_fn, stacked_runner)
         else:
             found = _find_stacking()
-            if found is not None:
-                stacking = (group_fn or found[0], stacked_runner or found[1])
+            stacking = (group_fn or found[0], stacked_runner or found[1])
     tasks = _make_tasks(pending, configs, stacking is not None, stacking[0] if stacking else None)
     s_runner = stacking[1] if stacking else None
 
@@ -707,10 +711,15 @@ def _run_dask(tasks: list, scheduler: Any, runner, s_runner, threads, on_result:
 
 
 def final_epoch(table: pd.DataFrame) -> pd.DataFrame:
-    """The last-epoch row of every run of a tidy table (sorted like the table)."""
+    """The last-epoch row of every run of a tidy table (sorted like the table).
+
+    Runs are told apart by ``(grid, run_key)`` when the table has a ``grid`` column (a parent
+    folder: the same config may be stored in several grid folders), else by ``run_key``.
+    """
     if not isinstance(table, pd.DataFrame) or store.RUN_KEY not in table or store.EPOCH not in table:
         raise ValueError("table must be a tidy results table with run_key and epoch columns")
-    idx = table.groupby(store.RUN_KEY, sort=False)[store.EPOCH].idxmax()
+    by = ["grid", store.RUN_KEY] if "grid" in table.columns else store.RUN_KEY
+    idx = table.groupby(by, sort=False)[store.EPOCH].idxmax()
     return table.loc[sorted(idx.values)].reset_index(drop=True)
 
 
@@ -790,12 +799,18 @@ def format_summary(summary: pd.DataFrame) -> str:
 def load_results(folder: str | os.PathLike) -> pd.DataFrame:
     """Load results for claims: one results folder, or a folder of per-grid result folders.
 
-    A folder with ``runs/`` is read as one table; otherwise every sub-folder holding ``runs/``
-    is read and the tables are concatenated with a leading ``grid`` column (the sub-folder name).
+    A folder with ``runs/`` is read as one table with a leading ``grid`` column holding the
+    folder's name; otherwise every sub-folder holding ``runs/`` is read and the tables are
+    concatenated with a leading ``grid`` column (the sub-folder name). Folder names keep their
+    scale suffix (``s3_hucl_beta-paper``): :func:`evaluate_claims` matches a claim grid with or
+    without it and reports each scale apart.
     """
     base = Path(folder)
     if (base / store.RUNS_SUBDIR).is_dir():
-        return store.read_table(base)
+        t = store.read_table(base)
+        if len(t) and "grid" not in t.columns:
+            t.insert(0, "grid", base.resolve().name)
+        return t
     subs = sorted(p for p in base.iterdir() if (p / store.RUNS_SUBDIR).is_dir()) if base.is_dir() else []
     if not subs:
         raise FileNotFoundError(
@@ -841,9 +856,25 @@ def _col(df: pd.DataFrame, name: str, default: Any = None) -> pd.Series:
     return df[name] if name in df.columns else pd.Series([default] * len(df), index=df.index)
 
 
-def _claim_rows(table: pd.DataFrame, claim: str) -> pd.DataFrame:
-    if "grid" in table.columns:  # several grids: each claim reads its own grid's runs
-        return table[table["grid"] == CLAIMS[claim][1]]
+def _matches_grid(grid: str, name: str) -> bool:
+    """True for a claim grid's folder ``name`` or a scaled one ``name-<scale>``."""
+    return grid == name or grid.startswith(name + "-")
+
+
+def _claim_grids(table: pd.DataFrame, claim: str) -> list:
+    """The grid folders of ``claim`` in the table (default scale first), or [None] without a grid column."""
+    if "grid" not in table.columns:
+        return [None]
+    name = CLAIMS[claim][1]
+    grids = [g for g in dict.fromkeys(table["grid"].astype(str)) if _matches_grid(g, name)]
+    return sorted(grids, key=lambda g: (g != name, g))
+
+
+def _claim_rows(table: pd.DataFrame, claim: str, grid: str | None = None) -> pd.DataFrame:
+    if "grid" in table.columns:  # grid folders: each claim reads its own grid's runs (any scale)
+        name = CLAIMS[claim][1]
+        g = table["grid"].astype(str)
+        return table[g == grid] if grid is not None else table[[_matches_grid(x, name) for x in g]]
     method, norm = _col(table, "method"), _col(table, "normalization")
     if claim == "S1":
         sel = method.isin(["SCL", "HSCL"]) & norm.isin(["ball", "sphere"])
@@ -859,9 +890,8 @@ def _claim_rows(table: pd.DataFrame, claim: str) -> pd.DataFrame:
 
 
 def _class_mean_rank(last: pd.DataFrame) -> pd.Series | None:
-    for name in ("effective_rank", "class_mean_erank"):
-        if name in last.columns:
-            return pd.to_numeric(last[name], errors="coerce")
+    if "effective_rank" in last.columns:
+        return pd.to_numeric(last["effective_rank"], errors="coerce")
     return None
 
 
@@ -873,24 +903,30 @@ def claim_details(table: pd.DataFrame) -> pd.DataFrame:
     """Per-setting evidence for each claim: seed-aggregated final metrics and an NC flag.
 
     Returns:
-        One row per (claim, config without seed): ``claim``, the varying config columns,
-        ``n_seeds``, metric means/stds, and ``nc`` (etf_mean and within_class_variation seed
-        means below :data:`NC_ETF_TOL` / :data:`NC_WCV_TOL`).
+        One row per (claim, grid folder, config without seed): ``claim``, ``grid`` (when the
+        table has a grid column; each scale of a claim grid is kept apart), the varying config
+        columns, ``n_seeds``, metric means/stds, and ``nc`` (etf_mean and within_class_variation
+        seed means below :data:`NC_ETF_TOL` / :data:`NC_WCV_TOL`).
     """
     if not isinstance(table, pd.DataFrame):
         raise ValueError(f"table must be a DataFrame, got {type(table).__name__}")
     out = []
     for claim in CLAIMS:
-        rows = _claim_rows(table, claim) if len(table) else table
-        if len(rows) == 0:
+        if len(table) == 0:
             continue
-        s = summarize(rows.drop(columns=["grid"], errors="ignore"))
-        for m in ("etf_mean", "within_class_variation"):
-            if f"{m}_mean" not in s.columns:
-                raise ValueError(f"table lacks the metric {m!r} needed to judge claim {claim}")
-        s.insert(0, "claim", claim)
-        s["nc"] = [_is_nc(r) for _, r in s.iterrows()]
-        out.append(s)
+        for grid in _claim_grids(table, claim):
+            rows = _claim_rows(table, claim, grid)
+            if len(rows) == 0:
+                continue
+            s = summarize(rows.drop(columns=["grid"], errors="ignore"))
+            for m in ("etf_mean", "within_class_variation"):
+                if f"{m}_mean" not in s.columns:
+                    raise ValueError(f"table lacks the metric {m!r} needed to judge claim {claim}")
+            if grid is not None:
+                s.insert(0, "grid", grid)
+            s.insert(0, "claim", claim)
+            s["nc"] = [_is_nc(r) for _, r in s.iterrows()]
+            out.append(s)
     return pd.concat(out, ignore_index=True, sort=False) if out else pd.DataFrame()
 
 
@@ -914,31 +950,47 @@ def evaluate_claims(table: pd.DataFrame) -> pd.DataFrame:
       * NC = ``etf_mean`` < NC_ETF_TOL and ``within_class_variation`` < NC_WCV_TOL.
       * S1: every SCL/HSCL setting with ball/sphere normalisation is NC.
       * S2: every UCL label-positive setting is NC and every noise-positive setting is not.
-      * S3: the ETF deviation grows with beta: Spearman
-        correlation between beta and the seed-mean ``etf_mean`` > 0.5 and etf_mean at the
-        largest beta exceeds that at the smallest by more than 2 pooled seed stds; and the
-        largest-beta setting is not NC.
+      * S3: judged per setting (config without method/beta, e.g. encoder x normalisation)
+        over its HUCL betas (beta > 0): the ETF deviation grows (Spearman correlation between
+        beta and the seed-mean ``etf_mean`` > 0.5 and etf_mean at the largest beta above that
+        at the smallest by more than 2 pooled seed stds) and no HUCL setting is NC.
       * S4: no setting without normalisation is NC, and every run is dimensionally collapsed:
         ``spectrum_min`` < DC_SPECTRUM_TOL (the value at initialisation is reported alongside).
       * R5: every batch size >= 64 is NC and batch size 32 is not (or has etf_mean above every
         larger batch size by 2 seed stds).
 
+    Runs are taken from the claim's grid folder (``grid`` column equal to the grid name, or the
+    name plus ``-<scale>``); each scale found is judged apart. Without a ``grid`` column runs
+    are selected by method/normalisation (S1-S4; R5 then has no data).
+
     Returns:
-        One row per claim: ``claim``, ``statement``, ``n_runs``, ``measured`` (numbers with seed
-        spread), ``verdict`` ("reproduced", "not reproduced", "partly reproduced" or "no data").
+        One row per claim and grid folder (default scale first; one "no data" row for a claim
+        without runs): ``claim``, ``grid`` ("" without a grid column), ``statement``,
+        ``n_runs``, ``measured`` (numbers with seed spread), ``verdict`` ("reproduced",
+        "not reproduced", "partly reproduced" or "no data").
     """
     if not isinstance(table, pd.DataFrame):
         raise ValueError(f"table must be a DataFrame, got {type(table).__name__}")
     details = claim_details(table) if len(table) else pd.DataFrame()
     rows = []
     for claim, (statement, _grid) in CLAIMS.items():
-        d = details[details["claim"] == claim] if len(details) else details
-        n_runs = int(_claim_rows(table, claim)[store.RUN_KEY].nunique()) if len(table) else 0
-        if len(d) == 0:
-            rows.append(dict(claim=claim, statement=statement, n_runs=0, measured="", verdict="no data"))
+        d_claim = details[details["claim"] == claim] if len(details) else details
+        if len(d_claim) == 0:
+            rows.append(dict(claim=claim, grid="", statement=statement, n_runs=0, measured="", verdict="no data"))
             continue
-        verdict, measured = _JUDGES[claim](d, _claim_rows(table, claim))
-        rows.append(dict(claim=claim, statement=statement, n_runs=n_runs, measured=measured, verdict=verdict))
+        for grid in _claim_grids(table, claim):
+            d = d_claim if grid is None else d_claim[d_claim["grid"] == grid]
+            if len(d) == 0:
+                continue
+            sel = _claim_rows(table, claim, grid)
+            d = d.drop(columns=["grid"], errors="ignore")
+            empty = [c for c in _setting_cols(d) if d[c].isna().all()]  # other grids' columns
+            d = d.drop(columns=empty)
+            verdict, measured = _JUDGES[claim](d, sel)
+            rows.append(dict(
+                claim=claim, grid=grid or "", statement=statement, n_runs=int(sel[store.RUN_KEY].nunique()),
+                measured=measured, verdict=verdict,
+            ))
     return pd.DataFrame(rows)
 
 
@@ -980,25 +1032,57 @@ def _pooled_std(values: Iterable[float]) -> float:
 
 
 def _judge_s3(d: pd.DataFrame, rows: pd.DataFrame) -> tuple[str, str]:
+    """S3 per setting (config without method/beta, e.g. encoder x normalisation), HUCL = beta > 0.
+
+    A setting *grows* when, over its HUCL betas, Spearman rho(beta, etf_mean seed mean) > 0.5
+    and etf_mean at its largest beta exceeds that at its smallest by more than 2 pooled seed
+    stds (two betas: rho is the sign of the difference). Verdict: "reproduced" when every
+    setting grows and no HUCL setting is NC; "not reproduced" when no setting grows and some
+    HUCL setting is NC; else "partly reproduced".
+    """
     from scipy.stats import spearmanr  # noqa: PLC0415
 
-    if "beta" not in d.columns or d["beta"].nunique() < 2:
-        return "no data", "needs at least two betas. " + _listing(d)
-    g = d.groupby("beta", sort=True).agg(
-        etf=("etf_mean_mean", "mean"), sd=("etf_mean_std", lambda s: _pooled_std(s)), nc=("nc", "all")
+    if "beta" not in d.columns:
+        return "no data", "needs HUCL runs at two or more betas > 0. " + _listing(d)
+    by = [c for c in _setting_cols(d) if c not in ("beta", "method")]
+    groups = list(d.groupby(by, sort=False, dropna=False)) if by else [((), d)]
+    parts, n_grow, n_judged, nc_betas = [], 0, 0, set()
+    for key, g in groups:
+        key = key if isinstance(key, tuple) else (key,)
+        label = _fmt_setting(pd.Series(dict(zip(by, key))), by) or "all"
+        g = g.sort_values("beta", kind="mergesort")
+        hucl = g[g["beta"] > 0]
+        nc_here = [float(b) for b in hucl.loc[hucl["nc"].astype(bool), "beta"]]
+        nc_betas.update(nc_here)
+        curve = ", ".join(
+            f"beta={b:g}{' (UCL)' if b == 0 else ''}: {_pm(e, sd)}{' NC' if nc else ''}"
+            for b, e, sd, nc in zip(g["beta"], g["etf_mean_mean"], g["etf_mean_std"], g["nc"])
+        )
+        if hucl["beta"].nunique() < 2:
+            parts.append(f"[{label}] {curve}; fewer than two HUCL betas: trend not judged")
+            continue
+        h = hucl.groupby("beta", sort=True).agg(etf=("etf_mean_mean", "mean"), sd=("etf_mean_std", _pooled_std))
+        betas, etf = h.index.to_numpy(dtype=float), h["etf"].to_numpy(dtype=float)
+        rho = float(spearmanr(betas, etf).statistic) if len(betas) > 2 else float(np.sign(etf[-1] - etf[0]))
+        grows = bool(rho > 0.5 and etf[-1] - etf[0] > 2 * _pooled_std(h["sd"]))
+        n_judged += 1
+        n_grow += grows
+        nc_txt = ", ".join(f"{b:g}" for b in nc_here) or "none"
+        parts.append(f"[{label}] {curve}; HUCL Spearman rho={rho:.2f}, grows: {grows}; HUCL NC at beta: {nc_txt}")
+    if n_judged == 0:
+        return "no data", "needs HUCL runs at two or more betas > 0. " + "; ".join(parts)
+    all_grow, no_nc = n_grow == n_judged, not nc_betas
+    if all_grow and no_nc:
+        verdict = "reproduced"
+    elif n_grow == 0 and not no_nc:
+        verdict = "not reproduced"
+    else:
+        verdict = "partly reproduced"
+    head = (
+        f"ETF deviation grows over the HUCL betas in {n_grow}/{n_judged} settings (judged per setting); "
+        f"HUCL (beta > 0) reaches NC at beta: {', '.join(f'{b:g}' for b in sorted(nc_betas)) or 'none'}. "
     )
-    betas = g.index.to_numpy(dtype=float)
-    etf = g["etf"].to_numpy()
-    rho = float(spearmanr(betas, etf).statistic) if len(betas) > 2 else float(np.sign(etf[-1] - etf[0]))
-    spread = _pooled_std(g["sd"])
-    grows = rho > 0.5 and etf[-1] - etf[0] > 2 * spread
-    top_not_nc = not bool(g["nc"].iloc[-1])
-    verdict = "reproduced" if grows and top_not_nc else ("partly reproduced" if grows or top_not_nc else "not reproduced")
-    curve = ", ".join(f"beta={b:g}: {_pm(e, s)}" for b, e, s in zip(betas, etf, g["sd"]))
-    return verdict, (
-        f"etf_mean vs beta: {curve}; Spearman rho={rho:.2f}; largest-beta NC: {not top_not_nc}. "
-        + _listing(d)
-    )
+    return verdict, head + " | ".join(parts)
 
 
 def _judge_s4(d: pd.DataFrame, rows: pd.DataFrame) -> tuple[str, str]:
