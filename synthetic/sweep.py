@@ -1063,7 +1063,12 @@ def _judge_s3(d: pd.DataFrame, rows: pd.DataFrame) -> tuple[str, str]:
             continue
         h = hucl.groupby("beta", sort=True).agg(etf=("etf_mean_mean", "mean"), sd=("etf_mean_std", _pooled_std))
         betas, etf = h.index.to_numpy(dtype=float), h["etf"].to_numpy(dtype=float)
-        rho = float(spearmanr(betas, etf).statistic) if len(betas) > 2 else float(np.sign(etf[-1] - etf[0]))
+        if np.ptp(etf) == 0:
+            rho = 0.0  # flat: no trend (Spearman is undefined for a constant input)
+        elif len(betas) > 2:
+            rho = float(spearmanr(betas, etf).statistic)
+        else:
+            rho = float(np.sign(etf[-1] - etf[0]))
         grows = bool(rho > 0.5 and etf[-1] - etf[0] > 2 * _pooled_std(h["sd"]))
         n_judged += 1
         n_grow += grows
