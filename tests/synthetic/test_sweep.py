@@ -651,3 +651,10 @@ def test_stacking_helpers_come_from_synthetic_stacked(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "synthetic.stacked", None)  # the module fails to import
     with pytest.raises(ImportError):
         sw.run_sweep(_spec(seeds=(0,)), tmp_path, runner=fake_run, stack=True, progress=False)
+
+
+def test_sort_table_missing_values_order_matches_docstring():
+    t = pd.DataFrame({"a": ["x", None, "b"], "n": [1.0, 2.0, float("nan")], "run_key": ["k1", "k2", "k3"], "epoch": [0, 0, 0]})
+    assert list(store.sort_table(t)["run_key"]) == ["k2", "k3", "k1"]  # missing string first
+    t["a"] = "same"
+    assert list(store.sort_table(t)["run_key"]) == ["k1", "k2", "k3"]  # numeric NaN last
