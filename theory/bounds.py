@@ -96,6 +96,11 @@ def _check_psi(psi) -> str:
     return psi
 
 
+def _check_psi_args(psi, tau, num_negatives, margin) -> tuple[str, float, int, float]:
+    """Validated ``(psi, tau, K, margin)``: the arguments shared by every closed-form value."""
+    return _check_psi(psi), _check_tau(tau), _check_K(num_negatives), _check_margin(margin)
+
+
 def _check_prob(q, name: str = "q") -> float:
     return real(name, q, lo=0.0, hi=1.0)
 
@@ -289,10 +294,7 @@ def binomial_mixture(
     """
     q = _check_prob(q)
     C = _check_C(C)
-    psi = _check_psi(psi)
-    tau = _check_tau(tau)
-    K = _check_K(num_negatives)
-    margin = _check_margin(margin)
+    psi, tau, K, margin = _check_psi_args(psi, tau, num_negatives, margin)
     a = -C / (C - 1)
     m = np.arange(K + 1, dtype=np.float64)
     pmf = binom.pmf(m, K, q)
@@ -323,10 +325,7 @@ def plugin_value(
     """
     q = _check_prob(q)
     C = _check_C(C)
-    psi = _check_psi(psi)
-    tau = _check_tau(tau)
-    K = _check_K(num_negatives)
-    margin = _check_margin(margin)
+    psi, tau, K, margin = _check_psi_args(psi, tau, num_negatives, margin)
     a = -C / (C - 1)
     if psi == "triplet":
         return float(q * margin + (1 - q) * max(0.0, a / tau + margin))
@@ -450,10 +449,7 @@ def weak_bound(
     ``E[z.z^+] <= 1`` (spec/hcl.md §3.6). ``mean``: ``log(1 + e^(-1/tau))``; ``sum``:
     ``log(1 + K e^(-1/tau))``; ``triplet``: ``max(0, margin - 1/tau)``.
     """
-    psi = _check_psi(psi)
-    tau = _check_tau(tau)
-    K = _check_K(num_negatives)
-    margin = _check_margin(margin)
+    psi, tau, K, margin = _check_psi_args(psi, tau, num_negatives, margin)
     if psi == "triplet":
         return max(0.0, margin - 1.0 / tau)
     shift = math.log(K) if psi == "sum" else 0.0
