@@ -331,8 +331,8 @@ def _jitter(x: torch.Tensor, factors: torch.Tensor, order: torch.Tensor, enabled
             op = order[:, pos]
             side = pos < hue_pos if stage == "before" else pos > hue_pos
             active = side & ~skip[op]
-            if x.device.type == "cpu" and not bool(active.any()):
-                continue  # free to test on the CPU; on an accelerator it would synchronise
+            if _skip_pass(x, active):
+                continue
             f = torch.where(active, factors.gather(1, op[:, None])[:, 0], 1.0)[:, None, None, None]
             grey = rgb_to_grayscale(x)
             is_sat = (op == SATURATION).to(x.dtype)[:, None, None, None]
@@ -341,6 +341,12 @@ def _jitter(x: torch.Tensor, factors: torch.Tensor, order: torch.Tensor, enabled
             # lerp(ref, x, f) = f x + (1 - f) ref, and exactly x at f = 1
             x = torch.lerp(ref, x, f, out=x).clamp_(0.0, 1.0)
     return x
+
+
+def _skip_pass(x: torch.Tensor, active: torch.Tensor) -> bool:
+    """Whether a jitter pass with no active image can be skipped: decided on the CPU only (on an
+    accelerator the test would synchronise with the host; the pass is then the identity)."""
+    return x.device.type == "cpu" and not bool(active.any())
 
 
 def rgb_to_hsv(x: torch.Tensor) -> torch.Tensor:

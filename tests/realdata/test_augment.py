@@ -77,6 +77,18 @@ def test_zero_strength_is_the_identity(jitter_p):
     assert torch.equal(never(grey, _gen(0)), grey.float() / 255.0)
 
 
+def test_accelerator_path_without_skipped_passes_is_identical(monkeypatch):
+    # on an accelerator no pass is skipped (that test would synchronise); same views
+    import realdata.augment as aug_mod
+
+    x = torch.randint(0, 256, (32, 3, 16, 16), dtype=torch.uint8, generator=_gen(20))
+    for aug in (SimCLRAugment(16), SimCLRAugment(16, jitter_p=0.1, hue=0.0)):
+        expected = aug(x, _gen(21))
+        with monkeypatch.context() as m:
+            m.setattr(aug_mod, "_skip_pass", lambda x, active: False)
+            assert torch.equal(aug(x, _gen(21)), expected)
+
+
 def test_crop_distributions_match_torchvision():
     n = 4000
     aug = SimCLRAugment(32)
