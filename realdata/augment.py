@@ -25,10 +25,13 @@ are made on the GPU where the batch already lives:
   torchvision's antialiasing filter);
 * flip and greyscale are per-image selections;
 * the colour jitter follows :mod:`torchvision.transforms.v2.functional` exactly (blend with black
-  / the mean grey level / the grey image, clamped to ``[0, 1]``; hue through RGB -> HSV -> RGB;
-  grey ``0.2989 R + 0.587 G + 0.114 B``). An image whose op at some position is another one gets
-  the neutral factor there (exactly the identity), so the random order needs no data-dependent
-  indexing and no host synchronisation.
+  / the mean grey level / the grey image, clamped to ``[0, 1]``; hue through a fused
+  RGB -> HSV -> RGB round trip; grey ``0.2989 R + 0.587 G + 0.114 B``). Each image's random
+  order is applied in passes around its hue step: up to three blend passes, the hue rotation of
+  the batch, up to three blend passes. In a pass every image applies its op at that position,
+  or the neutral factor 1 (exactly the identity) where that op lies on the other side of its
+  hue step; so the random order needs no data-dependent indexing and no host synchronisation,
+  and the costly hue rotation runs once per view.
 
 Randomness comes only from an explicit :class:`torch.Generator` (its device is where the numbers
 are drawn; they are then moved to the images' device): the same generator state gives the same
@@ -43,12 +46,9 @@ from dataclasses import dataclass
 import torch
 from torchvision.ops import roi_align
 
-__all__ = ["AugmentParams", "SimCLRAugment", "rgb_to_grayscale", "rgb_to_hsv", "hsv_to_rgb"]
+from realdata.color import NEUTRAL, jitter, rgb_to_grayscale
 
-#: Index of each colour-jitter operation in :attr:`AugmentParams.factors` and ``order``.
-BRIGHTNESS, CONTRAST, SATURATION, HUE = 0, 1, 2, 3
-_NEUTRAL = (1.0, 1.0, 1.0, 0.0)
-_GREY = (0.2989, 0.587, 0.114)
+__all__ = ["AugmentParams", "SimCLRAugment"]
 
 
 @dataclass(frozen=True)
@@ -208,7 +208,7 @@ class SimCLRAugment:
         hi = torch.tensor([r[1] for r in self.factor_ranges()], device=dev)
         factors = lo + (hi - lo) * v[:, 3:7]
         on = torch.tensor(self.enabled_ops(), device=dev)[None, :] & jitter[:, None]
-        factors = torch.where(on, factors, torch.tensor(_NEUTRAL, device=dev))
+        factors = torch.where(on, factors, torch.tensor(NEUTRAL, device=dev))
         order = torch.argsort(torch.rand(batch, 4, generator=generator, device=dev), dim=1)
         return AugmentParams(boxes, flip, factors, order, gray)
 
@@ -244,7 +244,7 @@ class SimCLRAugment:
         cols = torch.arange(W, device=x.device)
         cols = torch.where(p.flip[:, None], W - 1 - cols, cols)  # mirrored columns where flipped
         x = x.gather(3, cols[:, None, None, :].expand_as(x))
-        x = _jitter(x, p.factors.to(x.dtype), p.order, self.enabled_ops())
+        x = jitter(x, p.factors.to(x.dtype), p.order, self.enabled_ops())
         if C == 3:
             x = torch.where(p.gray[:, None, None, None], rgb_to_grayscale(x).expand_as(x), x)
         return x.to(dtype)
@@ -272,9 +272,6 @@ class SimCLRAugment:
         return self(images, generator, dtype), self(images, generator, dtype)
 
 
-# ------------------------------------------------------------------ colour functions
-
-
 def _as_float(images: torch.Tensor, name: str) -> torch.Tensor:
     if not isinstance(images, torch.Tensor) or images.ndim != 4 or images.shape[1] not in (1, 3):
         shape = tuple(images.shape) if isinstance(images, torch.Tensor) else type(images).__name__
@@ -286,125 +283,3 @@ def _as_float(images: torch.Tensor, name: str) -> torch.Tensor:
     if images.is_floating_point():
         return images.to(torch.float32)
     raise ValueError(f"{name} must be uint8 or floating, got {images.dtype}")
-
-
-def rgb_to_grayscale(x: torch.Tensor) -> torch.Tensor:
-    """Luma ``0.2989 R + 0.587 G + 0.114 B`` (as torchvision); one channel passes through.
-
-    Shape:
-        ``(B, C, H, W)`` -> ``(B, 1, H, W)``.
-    """
-    if x.shape[1] == 1:
-        return x
-    return (x[:, 0:1] * _GREY[0]).add_(x[:, 1:2], alpha=_GREY[1]).add_(x[:, 2:3], alpha=_GREY[2])
-
-
-def _jitter(x: torch.Tensor, factors: torch.Tensor, order: torch.Tensor, enabled) -> torch.Tensor:
-    """The colour jitter of every image, its ops in its own order (see :class:`AugmentParams`).
-
-    Every image's hue shift sits at one position ``q`` of its order. The ops before ``q`` are
-    applied in up to three passes, then the hue of every image, then the ops after ``q``. Each
-    pass applies, per image, the one blend op at that position,
-    ``clamp(f x + (1 - f) ref, 0, 1)`` with ``ref`` = 0 (brightness), the mean grey level
-    (contrast) or the grey image (saturation), and ``f = 1`` (exactly the identity) for an image
-    whose op at that position lies on the other side of ``q``.
-    """
-    C = x.shape[1]
-    pos_of = torch.argsort(order, dim=1)  # pos_of[b, op] = position of op in image b's order
-    hue_pos = pos_of[:, HUE]
-    use_hue = enabled[HUE] and C == 3
-    skip = torch.zeros(4, dtype=torch.bool)
-    skip[HUE] = True
-    if C == 1:
-        skip[SATURATION] = True  # as torchvision: no saturation on one channel
-    for k in range(3):
-        if not enabled[k]:
-            skip[k] = True
-    if bool(skip[:3].all()) and not use_hue:
-        return x
-    skip = skip.to(order.device)
-    for stage, positions in (("before", (0, 1, 2)), ("after", (1, 2, 3))):
-        if stage == "after" and use_hue:
-            shift = factors[:, HUE]
-            x = torch.where((shift != 0)[:, None, None, None], adjust_hue(x, shift), x)
-        for pos in positions:
-            op = order[:, pos]
-            side = pos < hue_pos if stage == "before" else pos > hue_pos
-            active = side & ~skip[op]
-            if _skip_pass(x, active):
-                continue
-            f = torch.where(active, factors.gather(1, op[:, None])[:, 0], 1.0)[:, None, None, None]
-            grey = rgb_to_grayscale(x)
-            is_sat = (op == SATURATION).to(x.dtype)[:, None, None, None]
-            is_con = (op == CONTRAST).to(x.dtype)[:, None, None, None]
-            ref = is_sat * grey + is_con * grey.mean(dim=(1, 2, 3), keepdim=True)
-            # lerp(ref, x, f) = f x + (1 - f) ref, and exactly x at f = 1
-            x = torch.lerp(ref, x, f, out=x).clamp_(0.0, 1.0)
-    return x
-
-
-def _skip_pass(x: torch.Tensor, active: torch.Tensor) -> bool:
-    """Whether a jitter pass with no active image can be skipped: decided on the CPU only (on an
-    accelerator the test would synchronise with the host; the pass is then the identity)."""
-    return x.device.type == "cpu" and not bool(active.any())
-
-
-def rgb_to_hsv(x: torch.Tensor) -> torch.Tensor:
-    """RGB in ``[0, 1]`` to HSV, hue in ``[0, 1)`` (0 where the pixel is grey).
-
-    Shape:
-        ``(B, 3, H, W)`` -> ``(B, 3, H, W)``.
-    """
-    r, g, b = x.unbind(1)
-    maxc = torch.maximum(torch.maximum(r, g), b)
-    minc = torch.minimum(torch.minimum(r, g), b)
-    delta = maxc - minc
-    s = delta / torch.where(maxc > 0, maxc, torch.ones_like(maxc))
-    d = torch.where(delta > 0, delta, torch.ones_like(delta))
-    h = torch.where(maxc == r, (g - b) / d,
-                    torch.where(maxc == g, 2.0 + (b - r) / d, 4.0 + (r - g) / d))  # fmt: skip
-    h = torch.where(delta > 0, torch.remainder(h / 6.0, 1.0), torch.zeros_like(h))
-    return torch.stack([h, s, maxc], dim=1)
-
-
-def hsv_to_rgb(x: torch.Tensor) -> torch.Tensor:
-    """HSV to RGB: channel ``n`` in (5, 3, 1) for (R, G, B) is
-    ``v - v s clamp(min(k, 4 - k), 0, 1)`` with ``k = (n + 6 h) mod 6``.
-
-    Shape:
-        ``(B, 3, H, W)`` -> ``(B, 3, H, W)``.
-    """
-    h, s, v = (t[:, None] for t in x.unbind(1))
-    return _from_hue(6.0 * h, v * s, v)
-
-
-def _from_hue(h6: torch.Tensor, chroma: torch.Tensor, maxc: torch.Tensor) -> torch.Tensor:
-    """RGB from the hue in sextants ``h6``, the chroma ``M - m`` and the value ``M``.
-
-    Shape:
-        each ``(B, 1, H, W)`` -> ``(B, 3, H, W)``.
-    """
-    n = torch.tensor([5.0, 3.0, 1.0], device=h6.device, dtype=h6.dtype)[None, :, None, None]
-    k = (h6 + n).remainder_(6.0)
-    w = torch.minimum(k, 4.0 - k, out=k).clamp_(0.0, 1.0)  # in place: few large allocations
-    return w.mul_(chroma).neg_().add_(maxc).clamp_(0.0, 1.0)
-
-
-def adjust_hue(x: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
-    """Rotate the hue of every image by its own ``shift`` (in turns, ``[-0.5, 0.5]``).
-
-    A fused HSV round trip: with ``M = max(R, G, B)``, ``m = min(R, G, B)`` and the hue ``h`` of
-    :func:`rgb_to_hsv`, the result is :func:`hsv_to_rgb` of ``(h + shift, s, M)``, computed
-    directly from ``M``, ``M - m`` and ``h`` (since ``v s = M - m``).
-
-    Shape:
-        x ``(B, 3, H, W)``, shift ``(B,)`` -> ``(B, 3, H, W)``.
-    """
-    r, g, b = x.unbind(1)
-    maxc = torch.maximum(torch.maximum(r, g), b)
-    delta = maxc - torch.minimum(torch.minimum(r, g), b)
-    d = torch.where(delta > 0, delta, torch.ones_like(delta))
-    h6 = torch.where(maxc == r, (g - b) / d,
-                     torch.where(maxc == g, 2.0 + (b - r) / d, 4.0 + (r - g) / d))  # fmt: skip
-    h6 = h6.add_(6.0 * shift.to(x.dtype)[:, None, None])
-    return _from_hue(h6[:, None], delta[:, None], maxc[:, None])

@@ -156,7 +156,8 @@ def extract_features(
         images ``(N, C, H, W)`` -> h ``(N, feat_dim)``, z ``(N, d)``.
     """
     if not isinstance(images, torch.Tensor) or images.ndim != 4 or images.shape[0] == 0:
-        raise ValueError(f"images must be a non-empty (N, C, H, W) tensor, got {getattr(images, 'shape', type(images))!r}")
+        got = getattr(images, "shape", type(images))
+        raise ValueError(f"images must be a non-empty (N, C, H, W) tensor, got {got!r}")
     check_positive_int("batch_size", batch_size)
     dev = _device(device)
     if labels is not None:

@@ -58,7 +58,8 @@ def stratified_split(
     if not isinstance(val_fraction, (int, float)) or not 0.0 < val_fraction < 1.0:
         raise ValueError(f"val_fraction must lie in (0, 1), got {val_fraction!r}")
     if not isinstance(labels, torch.Tensor) or labels.ndim != 1 or labels.numel() == 0:
-        raise ValueError(f"labels must be a non-empty 1-D tensor, got {getattr(labels, 'shape', type(labels))!r}")
+        got = getattr(labels, "shape", type(labels))
+        raise ValueError(f"labels must be a non-empty 1-D tensor, got {got!r}")
     y = check_labels(labels, labels.shape[0], "labels")
     y_np = y.cpu().numpy()
     try:
