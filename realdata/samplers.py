@@ -6,8 +6,9 @@
   likewise: 195 steps of 256, arXiv 2606.00262, Sec. 5).
 * :func:`class_balanced_batches`: every batch holds ``m`` classes with ``n`` samples each (``m``
   defaults to all classes), for the supervised (SCL / HSCL) family, where a batch with few
-  same-class members has few positives. Within a batch no index repeats; over batches each
-  class's samples are used in a random order before any is reused.
+  same-class members has few positives. Within a batch no index repeats; each class's samples
+  are drawn ``n`` at a time from a random permutation of the class, and a new permutation is
+  drawn only when fewer than ``n`` are left (those few wait for the next pass).
 
 Both return a list of 1-D ``int64`` index tensors on the generator's device and draw all their
 randomness from the explicit ``torch.Generator``: the same generator state gives the same batches.
