@@ -19,7 +19,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from theory import bounds
+from theory import hcl
+from theory.hcl import convex, symbolic
+from theory.weince import symbolic as weince_symbolic
 
 CLAIMS = {
     "T1": "Harris: L_HSCL >= L_SCL for every f, psi, eta",
@@ -112,7 +114,7 @@ def _random_ball(rng: np.random.Generator, n: int, d: int) -> torch.Tensor:
 
 
 def _loss(z, labels, **kw) -> float:
-    from theory.losses import contrastive_loss
+    from theory.hcl import contrastive_loss
 
     return float(contrastive_loss(z, labels, **kw))
 
@@ -140,12 +142,12 @@ def check_harris(rep: Report, quick: bool, seed: int) -> None:
     n_exact = 40 if quick else 150
     pairs = 1000 if quick else 4000
     for claim, setting in (("T1", "supervised"), ("T2", "unsupervised")):
-        r = bounds.harris_exact_check(n_exact, setting=setting, seed=seed)
+        r = hcl.harris_exact_check(n_exact, setting=setting, seed=seed)
         rep.add(claim, f"exact k-tuple enumeration, random psi & eta ({r.details['pairs']} pairs)",
                 r.instances, "gap", r.worst_gap, 1e-10, r.details["worst_instance"])
         for eta, params in (("exponential", {"beta": 5.0}), ("step", {"threshold": 0.0, "low": 0.2}),
                             ("polynomial", {"power": 3.0, "shift": 1.0})):
-            r = bounds.harris_monte_carlo(setting=setting, num_pairs=pairs, eta=eta, eta_params=params, seed=seed)
+            r = hcl.harris_monte_carlo(setting=setting, num_pairs=pairs, eta=eta, eta_params=params, seed=seed)
             lo, hi = r.details["ci"]
             # gap = upper end of the 99% CI of E_hard - E_base: negative only if significantly violated
             rep.add(claim, f"Monte Carlo {eta}, C=10 N=500 d=9 K=256 mean-psi",
@@ -155,7 +157,7 @@ def check_harris(rep: Report, quick: bool, seed: int) -> None:
 def check_beta_monotone(rep: Report, quick: bool, seed: int) -> None:
     n = 20 if quick else 60
     for setting in ("supervised", "unsupervised"):
-        r = bounds.beta_monotonicity(n, setting=setting, seed=seed)
+        r = hcl.beta_monotonicity(n, setting=setting, seed=seed)
         curve = ", ".join(f"{v:.3f}" for v in r.details["mean_curve"])
         rep.add("T3", f"exact enumeration {setting}, beta in {r.details['betas']}", r.instances, "gap",
                 r.worst_gap, 1e-10, f"mean curve {curve}")
@@ -176,8 +178,6 @@ def check_beta_monotone(rep: Report, quick: bool, seed: int) -> None:
 
 
 def check_scl(rep: Report, quick: bool, seed: int) -> None:
-    from theory import convex, symbolic
-
     # closed form vs the batched losses at an exact NC batch
     rng = np.random.default_rng(seed + 2)
     worst, n = 0.0, 0
@@ -193,7 +193,7 @@ def check_scl(rep: Report, quick: bool, seed: int) -> None:
                 for beta in (0.0, 5.0):
                     got = _loss(z, labels, setting="supervised", beta=beta, psi=psi, tau=tau, estimator=est,
                                 num_negatives=K, generator=gen)
-                    ref = bounds.scl_optimum(C, psi=psi, tau=tau, num_negatives=K)
+                    ref = hcl.scl_optimum(C, psi=psi, tau=tau, num_negatives=K)
                     worst = max(worst, abs(got - ref))
                     if beta == 0:
                         n += 1
@@ -206,7 +206,7 @@ def check_scl(rep: Report, quick: bool, seed: int) -> None:
         ((10, "sum", 256, 0.5), "3.358367"), ((100, "sum", 256, 0.5), "3.554003"), ((200, "sum", 256, 0.5), "3.563865"),
         ((6, "sum", 2, 1.0), "0.471495"),
     ]
-    err = _rounding_err([(bounds.scl_optimum(C, psi=p, num_negatives=K, tau=t), v) for (C, p, K, t), v in table])
+    err = _rounding_err([(hcl.scl_optimum(C, psi=p, num_negatives=K, tau=t), v) for (C, p, K, t), v in table])
     rep.add("T4", "L*_SCL vs spec §3.3 table and §10 (C=6,k=2: 0.471495): |err| / rounding", len(table),
             "error", err, 1.0)
     # sympy: exact optimal values, ETF spectrum, -1/(C-1)
@@ -214,7 +214,7 @@ def check_scl(rep: Report, quick: bool, seed: int) -> None:
     for C in (3, 6, 10, 100):
         for psi, K in (("mean", 256), ("sum", 2), ("sum", 256), ("triplet", 3)):
             err = max(err, abs(float(symbolic.scl_optimum_expr(C, psi=psi, num_negatives=K, margin=2))
-                               - bounds.scl_optimum(C, psi=psi, num_negatives=K, margin=2)))
+                               - hcl.scl_optimum(C, psi=psi, num_negatives=K, margin=2)))
     rep.add("T4", "sympy exact L*_SCL = bounds float (4 C x 4 psi)", 16, "error", err, 1e-12)
     ok = symbolic.check_etf_spectrum()
     _, m = symbolic.min_mean_pairwise_inner_product()
@@ -226,8 +226,8 @@ def check_scl(rep: Report, quick: bool, seed: int) -> None:
     cases += [(3, 2, "ball"), (6, 2, "sphere")] if quick else [(C, 2, dom) for C in (3, 4, 5, 6) for dom in ("sphere", "ball")]
     val_err, g_err = 0.0, 0.0
     for C, k, dom in cases:
-        sol = convex.minimize_scl(C, psi="mean", domain=dom, num_negatives=k)
-        val_err = max(val_err, abs(sol.value - bounds.scl_optimum(C, psi="mean", num_negatives=k)))
+        sol = convex.minimize_scl(C, psi="mean", normalization=dom, num_negatives=k)
+        val_err = max(val_err, abs(sol.value - hcl.scl_optimum(C, psi="mean", num_negatives=k)))
         g_err = max(g_err, sol.etf_deviation())
     rep.add("T4", "cvxpy SCL Gram program (C=3..6, sphere & ball, k=1,2): value = L*_SCL", len(cases),
             "error", val_err, 1e-6)
@@ -243,7 +243,7 @@ def check_scl(rep: Report, quick: bool, seed: int) -> None:
     # random collapsed configurations stay above L* (spec §10: best of 600 in 0.486-0.492)
     n = 200 if quick else 600
     rng = np.random.default_rng(seed + 3)
-    lstar = bounds.scl_optimum(6, psi="sum", num_negatives=2)
+    lstar = hcl.scl_optimum(6, psi="sum", num_negatives=2)
     best = math.inf
     for _ in range(n):
         mu = rng.normal(size=(6, 5))
@@ -253,16 +253,16 @@ def check_scl(rep: Report, quick: bool, seed: int) -> None:
             best - lstar, 0.0, f"best random F={best:.4f} > L*={lstar:.6f}; spec §10: 0.486-0.492")
     # hinge psi: the optimum value is attained by non-ETF Grams too (no uniqueness)
     C, margin = 4, 2.0
-    sol = convex.minimize_scl(C, psi="triplet", margin=margin)
+    sol = convex.minimize_scl(C, psi="triplet", margin=margin, num_negatives=1)
     u = np.array([[1, 0], [-1, 0], [0, 1], [0, -1]], dtype=float)  # two antipodal pairs
-    other = convex.population_loss_at_gram(u @ u.T, psi="triplet", margin=margin)
-    ref = bounds.scl_optimum(C, psi="triplet", margin=margin)
+    other = convex.population_loss_at_gram(u @ u.T, psi="triplet", margin=margin, num_negatives=1)
+    ref = hcl.scl_optimum(C, psi="triplet", margin=margin)
     rep.add("T4", "triplet psi (C=4, margin 2): cvxpy value = closed form = value of a non-ETF Gram",
             2, "error", max(abs(sol.value - ref), abs(other - ref)), 1e-7, "NC optimal but not the unique optimum")
     # unequal priors: the optimum moves away from the ETF
     pri = [0.4, 0.3, 0.2, 0.1]
-    sol = convex.minimize_scl(4, priors=pri, domain="ball")
-    at_etf = convex.population_loss_at_gram(convex.etf_gram_np(4), priors=pri)
+    sol = convex.minimize_scl(4, priors=pri, normalization="ball", num_negatives=1)
+    at_etf = convex.population_loss_at_gram(convex.etf_gram_np(4), priors=pri, num_negatives=1)
     rep.add("T4", "unequal priors (0.4,0.3,0.2,0.1), C=4: optimum <= ETF value (beyond the paper)", 1, "gap",
             at_etf - sol.value, 1e-7, f"optimum {sol.value:.4f} vs ETF {at_etf:.4f}; max |G - G_ETF| = {sol.etf_deviation():.3f}")
 
@@ -278,7 +278,7 @@ def check_hscl(rep: Report, quick: bool, seed: int) -> None:
             for est in ("expectation", "sampled"):
                 got = _loss(z, labels, setting="supervised", beta=beta, psi=psi, estimator=est, num_negatives=64,
                             generator=gen)
-                worst = max(worst, abs(got - bounds.scl_optimum(C, psi=psi, num_negatives=64)))
+                worst = max(worst, abs(got - hcl.scl_optimum(C, psi=psi, num_negatives=64)))
                 n += 1
     rep.add("T5", "HSCL at exact NC = L*_SCL for beta in {0,...,1000} (3 psi, 2 estimators)", n, "error", worst, 1e-9)
     # any f: HSCL >= L*_SCL (balanced batches, expectation estimator)
@@ -292,22 +292,20 @@ def check_hscl(rep: Report, quick: bool, seed: int) -> None:
         for psi in ("mean", "sum", "triplet"):
             beta = float(rng.uniform(0, 20))
             got = _loss(z, labels, setting="supervised", beta=beta, psi=psi, num_negatives=16)
-            worst = min(worst, got - bounds.scl_optimum(C, psi=psi, num_negatives=16))
+            worst = min(worst, got - hcl.scl_optimum(C, psi=psi, num_negatives=16))
             n += 1
     rep.add("T5", "random balanced unit-ball batches: HSCL - L*_SCL", n, "gap", worst, 1e-12)
 
 
 def check_ucl(rep: Report, quick: bool, seed: int) -> None:
-    from theory import convex, symbolic
-
-    e = _rounding_err([(bounds.ucl_optimum(6, psi="sum", num_negatives=2), "0.589452"),
-                       (bounds.ucl_optimum(100), "0.3152")])
+    e = _rounding_err([(hcl.ucl_optimum(6, psi="sum", num_negatives=2), "0.589452"),
+                       (hcl.ucl_optimum(100), "0.3152")])
     rep.add("T6", "L*_UCL vs spec §10 (C=6,k=2: 0.589452) and §3.6 (C=100: 0.3152): |err| / rounding", 2,
             "error", e, 1.0)
-    e = max(abs(float(symbolic.ucl_optimum_expr(C, psi=p, num_negatives=K)) - bounds.ucl_optimum(C, psi=p, num_negatives=K))
+    e = max(abs(float(symbolic.ucl_optimum_expr(C, psi=p, num_negatives=K)) - hcl.ucl_optimum(C, psi=p, num_negatives=K))
             for C, p, K in ((6, "sum", 2), (10, "mean", 8), (4, "triplet", 5)))
     rep.add("T6", "sympy exact binomial sum = bounds float", 3, "error", e, 1e-12)
-    gap = min(bounds.ucl_optimum(C, psi=p, num_negatives=K) - bounds.scl_optimum(C, psi=p, num_negatives=K)
+    gap = min(hcl.ucl_optimum(C, psi=p, num_negatives=K) - hcl.scl_optimum(C, psi=p, num_negatives=K)
               for C in (2, 3, 10, 100) for p in ("mean", "sum") for K in (1, 2, 256))
     rep.add("T6", "L*_UCL > L*_SCL (C in {2,3,10,100}, mean/sum, K in {1,2,256})", 24, "gap", gap, 0.0,
             f"smallest excess {gap:.3e}")
@@ -316,8 +314,8 @@ def check_ucl(rep: Report, quick: bool, seed: int) -> None:
     val_err, g_err = 0.0, 0.0
     for C, k, dom in cases:
         for psi in ("mean",) if quick else ("mean", "sum"):
-            sol = convex.minimize_ucl(C, psi=psi, domain=dom, num_negatives=k)
-            val_err = max(val_err, abs(sol.value - bounds.ucl_optimum(C, psi=psi, num_negatives=k)))
+            sol = convex.minimize_ucl(C, psi=psi, normalization=dom, num_negatives=k)
+            val_err = max(val_err, abs(sol.value - hcl.ucl_optimum(C, psi=psi, num_negatives=k)))
             g_err = max(g_err, sol.etf_deviation())
     rep.add("T6", "cvxpy UCL Gram program (C=3..6, sphere & ball, k=1,2): value = L*_UCL", len(cases), "error",
             val_err, 1e-6)
@@ -336,7 +334,7 @@ def check_ucl(rep: Report, quick: bool, seed: int) -> None:
         vals = [_loss(z, labels, setting="unsupervised", psi=psi, estimator="sampled", num_negatives=K, generator=gen)
                 for _ in range(reps)]
         m, hw = _mc_interval(vals)
-        ref = bounds.hucl_at_nc_batch(counts, 0.0, psi=psi, num_negatives=K)
+        ref = hcl.hucl_at_nc_batch(counts, 0.0, psi=psi, num_negatives=K)
         worst = max(worst, abs(m - ref) / hw)
     rep.add("T6", f"UCL sampled estimator at NC batch (Monte Carlo, {reps} batches): |mean - binomial| / (4 SE)",
             2 * reps, "error", worst, 1.0)
@@ -347,41 +345,39 @@ def check_ucl(rep: Report, quick: bool, seed: int) -> None:
     w = rng.normal(size=(n, 50))
     s = (u * w).sum(1) / np.linalg.norm(u, axis=1) / np.linalg.norm(w, axis=1)
     spread = float(np.logaddexp(0.0, s - 1).mean())
-    nc = bounds.ucl_optimum(2, psi="sum", num_negatives=1)
+    nc = hcl.ucl_optimum(2, psi="sum", num_negatives=1)
     rep.add("T6", "counter-example x+=x (C=2,k=1,d=50): spread config beats NC, so cond. independence is needed",
             n, "gap", nc - spread, 0.0, f"NC {nc:.4f} vs spread {spread:.4f} (spec: 0.4100 vs 0.3152)")
 
 
 def check_hucl(rep: Report, quick: bool, seed: int) -> None:
-    from theory import symbolic
-
     q_table = [((100, 0), "0.010"), ((100, 2), "0.071"), ((100, 5), "0.612"), ((100, 10), "0.996"),
                ((100, 30), "1.000"), ((10, 2), "0.506"), ((10, 5), "0.966"), ((200, 5), "0.433"), ((200, 10), "0.9915")]
-    e = _rounding_err([(bounds.collision_probability(C, b), v) for (C, b), v in q_table])
+    e = _rounding_err([(hcl.collision_probability(C, b), v) for (C, b), v in q_table])
     rep.add("T7", "q(beta) vs spec §3.6 (C=10,100,200): |err| / rounding", len(q_table), "error", e, 1.0)
     l_table = [(0, "0.3152"), (2, "0.3430"), (5, "0.5614"), (10, "0.6919"), (30, "0.6931")]
     s10 = [(0, "0.589"), (2, "0.924"), (5, "1.092")]
-    e = _rounding_err([(bounds.hucl_at_nc(100, b), v) for b, v in l_table]
-                      + [(bounds.hucl_at_nc(6, b, psi="sum", num_negatives=2), v) for b, v in s10])
+    e = _rounding_err([(hcl.hucl_at_nc(100, b), v) for b, v in l_table]
+                      + [(hcl.hucl_at_nc(6, b, psi="sum", num_negatives=2), v) for b, v in s10])
     rep.add("T7", "L_HUCL(NC) vs spec §3.6 (C=100, K=256) and §10 (C=6,k=2: 0.589->0.924->1.092)",
             len(l_table) + len(s10), "error", e, 1.0, "|err| / rounding")
     err = 0.0
     for C, b in ((6, 2), (10, 1), (4, 3)):
         for psi in ("mean", "sum", "triplet"):
             err = max(err, abs(float(symbolic.hucl_at_nc_expr(C, b, psi=psi, num_negatives=3))
-                               - bounds.hucl_at_nc(C, b, psi=psi, num_negatives=3)))
+                               - hcl.hucl_at_nc(C, b, psi=psi, num_negatives=3)))
     rep.add("T7", "sympy exact binomial HUCL value = bounds float", 9, "error", err, 1e-12)
     betas = [0, 0.5, 1, 2, 5, 10, 30]
     gap = math.inf
     for C in (2, 3, 10, 100):
         for psi in ("mean", "sum", "triplet"):
-            vals = [bounds.hucl_at_nc(C, b, psi=psi, num_negatives=16) for b in betas]
+            vals = [hcl.hucl_at_nc(C, b, psi=psi, num_negatives=16) for b in betas]
             gap = min(gap, float(np.diff(vals).min()))
     rep.add("T7", "L_HUCL(NC) non-decreasing in beta from L*_UCL (C in {2,3,10,100}, 3 psi)", 12, "gap", gap, 1e-12)
-    strict = min(bounds.hucl_at_nc(C, 1.0, psi=p) - bounds.ucl_optimum(C, psi=p) for C in (2, 10, 100) for p in ("mean", "sum"))
+    strict = min(hcl.hucl_at_nc(C, 1.0, psi=p) - hcl.ucl_optimum(C, psi=p) for C in (2, 10, 100) for p in ("mean", "sum"))
     rep.add("T7", "L_HUCL(NC, beta=1) > L*_UCL: the UCL bound is not tight for HUCL", 6, "gap", strict, 0.0,
             f"smallest excess {strict:.3e}")
-    lim = max(abs(bounds.hucl_at_nc(C, 1e4, psi=p) - {"mean": math.log(2), "sum": math.log(257)}[p])
+    lim = max(abs(hcl.hucl_at_nc(C, 1e4, psi=p) - {"mean": math.log(2), "sum": math.log(257)}[p])
               for C in (2, 10, 100) for p in ("mean", "sum"))
     rep.add("T7", "beta -> inf limit psi(0,...,0) (log 2 mean form, log(1+K) sum form)", 6, "error", lim, 1e-9)
     # batch counterpart vs the losses at exact NC batches (expectation estimator: exact)
@@ -401,7 +397,7 @@ def check_hucl(rep: Report, quick: bool, seed: int) -> None:
             K = int(rng.integers(1, 300))
             got = _loss(z, labels, setting="unsupervised", beta=beta, psi=psi, num_negatives=K,
                         self_negative=sn, self_positive=sp_)
-            ref = bounds.hucl_at_nc_batch(counts, beta, psi=psi, num_negatives=K, estimator="expectation",
+            ref = hcl.hucl_at_nc_batch(counts, beta, psi=psi, num_negatives=K, estimator="expectation",
                                           self_negative=sn, self_positive=sp_)
             worst = max(worst, abs(got - ref))
             n += 1
@@ -416,11 +412,11 @@ def check_hucl(rep: Report, quick: bool, seed: int) -> None:
         vals = [_loss(z, labels, setting="unsupervised", beta=beta, psi=psi, estimator="sampled", num_negatives=4,
                       generator=gen) for _ in range(reps)]
         m, hw = _mc_interval(vals)
-        worst = max(worst, abs(m - bounds.hucl_at_nc_batch(counts, beta, psi=psi, num_negatives=4)) / hw)
+        worst = max(worst, abs(m - hcl.hucl_at_nc_batch(counts, beta, psi=psi, num_negatives=4)) / hw)
     rep.add("T7", f"batch binomial formula = mean of the sampled HUCL estimator ({reps} batches): |diff|/(4 SE)",
             2 * reps, "error", worst, 1.0)
     # weak bound psi(-1,...,-1): below L*_UCL, and below UCL/HUCL of any balanced batch (x+ may be x)
-    gap = min(bounds.ucl_optimum(C, psi=p) - bounds.weak_bound(psi=p) for C in (2, 10, 100) for p in ("mean", "sum"))
+    gap = min(hcl.ucl_optimum(C, psi=p) - hcl.weak_bound(psi=p) for C in (2, 10, 100) for p in ("mean", "sum"))
     worst, n = math.inf, 0
     for _ in range(10 if quick else 40):
         C = int(rng.integers(2, 8))
@@ -429,7 +425,7 @@ def check_hucl(rep: Report, quick: bool, seed: int) -> None:
         labels = torch.arange(C).repeat_interleave(per)
         for psi in ("mean", "sum", "triplet"):
             got = _loss(z, labels, setting="unsupervised", beta=float(rng.uniform(0, 10)), psi=psi, num_negatives=8)
-            worst = min(worst, got - bounds.weak_bound(psi=psi, num_negatives=8))
+            worst = min(worst, got - hcl.weak_bound(psi=psi, num_negatives=8))
             n += 1
     rep.add("T7", "weak bound psi(-1..-1) <= L*_UCL (C=100 mean: 0.3133 < 0.3152)", 6, "gap", gap, 0.0)
     rep.add("T7", "random balanced batches: HUCL/UCL - psi(-1..-1) (self-positive pairs included)", n, "gap",
@@ -465,7 +461,7 @@ def check_batched(rep: Report, quick: bool, seed: int) -> None:
         est = str(rng.choice(["expectation", "sampled"]))
         got = _loss(z, labels, setting="supervised", beta=beta, psi=psi, estimator=est, num_negatives=256,
                     generator=gen)
-        worst = max(worst, abs(got - bounds.scl_optimum(C, psi=psi, num_negatives=256)))
+        worst = max(worst, abs(got - hcl.scl_optimum(C, psi=psi, num_negatives=256)))
         n += 1
     rep.add("T8", "every exact-NC batch (any class counts, any beta) attains L*_SCL", n, "error", worst, 1e-9)
     # expected batched loss over random mini-batches of a balanced data set >= L*_SCL
@@ -478,7 +474,7 @@ def check_batched(rep: Report, quick: bool, seed: int) -> None:
         idx = torch.from_numpy(rng.choice(C * per, size=b, replace=False))
         vals.append(_loss(z_all[idx], y_all[idx], setting="supervised", beta=5.0, psi="mean"))
     m, hw = _mc_interval(vals)
-    lstar = bounds.scl_optimum(C, psi="mean")
+    lstar = hcl.scl_optimum(C, psi="mean")
     rep.add("T8", f"E_batch HSCL over {n} random batches (b={b}, C={C}) - L*_SCL (4 SE lower end)", n, "gap",
             m - hw - lstar, 0.0, f"mean {m:.4f} vs L* {lstar:.4f}")
     # a single 2-class antipodal batch beats L*_SCL(C=10): only the expectation is bounded
@@ -489,8 +485,7 @@ def check_batched(rep: Report, quick: bool, seed: int) -> None:
 
 
 def check_weibull(rep: Report, quick: bool, seed: int) -> None:
-    from theory import symbolic
-
+    symbolic = weince_symbolic
     ok = all(symbolic.check_weibull_top1_law(K) for K in (2, 3))
     n = 2
     if not quick:

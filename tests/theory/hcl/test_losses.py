@@ -1,24 +1,16 @@
-"""The vectorised losses against slow per-anchor loop references and closed forms."""
+"""The vectorised batch losses of theory.hcl against slow per-anchor loop references and closed forms."""
 
 import itertools
 import math
+import zlib
 
 import numpy as np
 import pytest
 import torch
 from scipy.stats import binom
 
-from theory.geometry import normalize, simplex_etf
-from theory.losses import (
-    HSCL,
-    HUCL,
-    SCL,
-    UCL,
-    contrastive_loss,
-    info_nce,
-    two_view_candidates,
-    two_view_contrastive_loss,
-)
+from theory.geometry import normalize
+from theory.hcl import HSCL, HUCL, SCL, UCL, contrastive_loss, two_view_contrastive_loss
 
 
 # --------------------------------------------------------------------------------------------
@@ -59,22 +51,15 @@ def reference_loss(z, labels, *, setting, beta, tau, psi, K, margin, self_positi
     return total / pairs
 
 
-def random_batch(B=14, d=5, C=4, seed=0, dtype=torch.float64, scale=1.5):
-    g = torch.Generator().manual_seed(seed)
-    z = normalize(scale * torch.randn(B, d, generator=g, dtype=dtype), "ball")
-    labels = torch.randint(0, C, (B,), generator=g)
-    labels[:C] = torch.arange(C)  # every class present (so every anchor has negatives)
-    return z, labels
-
-
 OPTIONS = list(itertools.product(["supervised", "unsupervised"], ["mean", "sum", "triplet"],
                                  [True, False], [True, False]))
 
 
 @pytest.mark.parametrize("setting,psi,self_positive,self_negative", OPTIONS)
 @pytest.mark.parametrize("beta", [0.0, 2.5])
-def test_expectation_estimator_matches_loop_float64(setting, psi, self_positive, self_negative, beta):
-    z, labels = random_batch(seed=hash((setting, psi, self_positive, self_negative)) % 1000)
+def test_expectation_estimator_matches_loop_float64(setting, psi, self_positive, self_negative, beta, ball_batch):
+    seed = zlib.crc32(f"{setting}-{psi}-{self_positive}-{self_negative}".encode()) % 1000
+    z, labels = ball_batch(seed=seed)
     kw = dict(setting=setting, beta=beta, tau=0.7, psi=psi, margin=0.3,
               self_positive=self_positive, self_negative=self_negative)
     ref = reference_loss(z, labels, K=32, **kw)
@@ -84,8 +69,8 @@ def test_expectation_estimator_matches_loop_float64(setting, psi, self_positive,
 
 @pytest.mark.parametrize("psi", ["mean", "sum", "triplet"])
 @pytest.mark.parametrize("detach", [True, False])
-def test_gradients_match_loop(psi, detach):
-    z0, labels = random_batch(B=10, seed=3)
+def test_gradients_match_loop(psi, detach, ball_batch):
+    z0, labels = ball_batch(B=10, seed=3)
     z1 = z0.clone().requires_grad_(True)
     z2 = z0.clone().requires_grad_(True)
     kw = dict(setting="unsupervised", beta=1.7, tau=0.5, psi=psi, margin=0.2,
@@ -95,8 +80,8 @@ def test_gradients_match_loop(psi, detach):
     torch.testing.assert_close(z2.grad, z1.grad, atol=1e-10, rtol=1e-9)
 
 
-def test_detached_and_undetached_weights_differ_in_gradient_only():
-    z0, labels = random_batch(B=10, seed=4)
+def test_detached_and_undetached_weights_differ_in_gradient_only(ball_batch):
+    z0, labels = ball_batch(B=10, seed=4)
     za = z0.clone().requires_grad_(True)
     zb = z0.clone().requires_grad_(True)
     la = contrastive_loss(za, labels, setting="supervised", beta=3.0)
@@ -108,8 +93,8 @@ def test_detached_and_undetached_weights_differ_in_gradient_only():
 
 
 @pytest.mark.parametrize("psi", ["mean", "sum", "triplet"])
-def test_float32_matches_float64(psi):
-    z, labels = random_batch(B=32, d=6, C=5, seed=7)
+def test_float32_matches_float64(psi, ball_batch):
+    z, labels = ball_batch(B=32, d=6, C=5, seed=7)
     for setting in ["supervised", "unsupervised"]:
         kw = dict(setting=setting, beta=4.0, tau=0.5, psi=psi)
         l64 = contrastive_loss(z, labels, **kw)
@@ -118,9 +103,9 @@ def test_float32_matches_float64(psi):
         assert float(l32) == pytest.approx(float(l64), rel=1e-5, abs=1e-6)
 
 
-def test_positive_groups_noise_positives():
+def test_positive_groups_noise_positives(ball_batch):
     """Instance-level positives (two views) with label-defined supervised negatives."""
-    z, labels = random_batch(B=12, seed=11)
+    z, labels = ball_batch(B=12, seed=11)
     ids = torch.arange(6).repeat(2)
     labels = torch.cat([labels[:6], labels[:6]])
     kw = dict(setting="supervised", beta=2.0, tau=1.0, psi="mean", margin=1.0,
@@ -132,8 +117,8 @@ def test_positive_groups_noise_positives():
         contrastive_loss(z, torch.arange(12) % 3, setting="supervised", positive_groups=torch.zeros(12, dtype=torch.long))
 
 
-def test_two_view_contrastive_loss_pairs_views():
-    z, labels = random_batch(B=16, seed=5)
+def test_two_view_contrastive_loss_pairs_views(ball_batch):
+    z, labels = ball_batch(B=16, seed=5)
     z1, z2, lab = z[:8], z[8:], labels[:8]
     got = two_view_contrastive_loss(z1, z2, lab, setting="unsupervised", beta=1.0)
     ref = reference_loss(torch.cat([z1, z2]), torch.cat([lab, lab]), setting="unsupervised", beta=1.0,
@@ -144,8 +129,8 @@ def test_two_view_contrastive_loss_pairs_views():
 # --------------------------------------------------------------------------------------------
 # Sampled estimator
 # --------------------------------------------------------------------------------------------
-def test_sampled_estimator_is_reproducible():
-    z, labels = random_batch(B=20, seed=1)
+def test_sampled_estimator_is_reproducible(ball_batch):
+    z, labels = ball_batch(B=20, seed=1)
     kw = dict(setting="supervised", beta=3.0, estimator="sampled", num_negatives=64)
     a = contrastive_loss(z, labels, generator=torch.Generator().manual_seed(5), **kw)
     b = contrastive_loss(z, labels, generator=torch.Generator().manual_seed(5), **kw)
@@ -155,10 +140,10 @@ def test_sampled_estimator_is_reproducible():
 
 
 @pytest.mark.parametrize("setting", ["supervised", "unsupervised"])
-def test_sampled_triplet_is_unbiased(setting):
+def test_sampled_triplet_is_unbiased(setting, ball_batch):
     """The triplet psi is linear in the draws: the sampled estimator is unbiased, so its mean over
     seeds lies within 4 standard errors of the exact expectation."""
-    z, labels = random_batch(B=16, seed=2)
+    z, labels = ball_batch(B=16, seed=2)
     kw = dict(setting=setting, beta=2.0, psi="triplet", margin=0.5)
     exact = float(contrastive_loss(z, labels, **kw))
     vals = np.array([float(contrastive_loss(z, labels, estimator="sampled", num_negatives=64,
@@ -169,10 +154,10 @@ def test_sampled_triplet_is_unbiased(setting):
 
 
 @pytest.mark.parametrize("psi", ["mean", "sum"])
-def test_sampled_converges_to_expectation_as_k_grows(psi):
+def test_sampled_converges_to_expectation_as_k_grows(psi, ball_batch):
     """log(1 + mean_K e^t) -> log(1 + E e^t) at rate O(K^-1/2); the error at K = 4096 is small and
     well below the error at K = 8 (averaged over seeds)."""
-    z, labels = random_batch(B=16, seed=9)
+    z, labels = ball_batch(B=16, seed=9)
     errs = {}
     for K in (8, 4096):
         kw = dict(setting="unsupervised", beta=3.0, psi=psi, num_negatives=K)
@@ -187,16 +172,10 @@ def test_sampled_converges_to_expectation_as_k_grows(psi):
 # --------------------------------------------------------------------------------------------
 # Closed forms at an exact ETF (Neural Collapse)
 # --------------------------------------------------------------------------------------------
-def nc_batch(C, per_class, dtype=torch.float64, seed=0):
-    v = simplex_etf(C, C - 1, generator=torch.Generator().manual_seed(seed), dtype=dtype)
-    labels = torch.arange(C).repeat_interleave(torch.as_tensor(per_class))
-    return v[labels], labels
-
-
 @pytest.mark.parametrize("C", [3, 10])
 @pytest.mark.parametrize("beta", [0.0, 1.0, 5.0, 30.0])
-def test_scl_hscl_at_etf_closed_form(C, beta):
-    z, labels = nc_batch(C, [3] * C)
+def test_scl_hscl_at_etf_closed_form(C, beta, nc_batch):
+    z, labels = nc_batch([3] * C, seed=0)
     expected = math.log1p(math.exp(-C / (C - 1)))
     for est in ["expectation", "sampled"]:
         got = contrastive_loss(z, labels, setting="supervised", beta=beta, estimator=est,
@@ -216,11 +195,11 @@ def _batch_collision(n_c, B, C, beta, self_negative):
 
 @pytest.mark.parametrize("beta", [0.0, 2.0, 5.0])
 @pytest.mark.parametrize("self_negative", [True, False])
-def test_ucl_hucl_at_nc_binomial_formula(beta, self_negative):
+def test_ucl_hucl_at_nc_binomial_formula(beta, self_negative, nc_batch):
     """Sampled estimator: its expectation is the binomial mixture of spec/hcl.md §3.5-3.6 with the
     batch's collision probability; the expectation estimator equals psi at the mean (Jensen form)."""
     C, per_class, K = 4, [5, 3, 4, 6], 16
-    z, labels = nc_batch(C, per_class)
+    z, labels = nc_batch(per_class, seed=0)
     B = len(labels)
     a = C / (C - 1)
     pair_vals, pair_sd2, jensen = [], [], []
@@ -251,9 +230,9 @@ def test_ucl_hucl_at_nc_binomial_formula(beta, self_negative):
 # --------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("setting", ["supervised", "unsupervised"])
 @pytest.mark.parametrize("psi", ["mean", "sum", "triplet"])
-def test_hard_losses_non_decreasing_in_beta(setting, psi):
+def test_hard_losses_non_decreasing_in_beta(setting, psi, ball_batch):
     for seed in range(5):
-        z, labels = random_batch(B=24, d=4, C=5, seed=100 + seed)
+        z, labels = ball_batch(B=24, d=4, C=5, seed=100 + seed)
         betas = [0.0, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0]
         vals = [float(contrastive_loss(z, labels, setting=setting, beta=b, psi=psi, margin=0.5)) for b in betas]
         assert all(b >= a - 1e-12 for a, b in zip(vals, vals[1:])), vals
@@ -288,8 +267,8 @@ def test_finite_on_adversarial_inputs(case, beta, tau, estimator, psi):
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-def test_half_precision_inputs_are_computed_in_float32(dtype):
-    z, labels = random_batch(B=40, d=8, C=4, seed=12, dtype=torch.float32)
+def test_half_precision_inputs_are_computed_in_float32(dtype, ball_batch):
+    z, labels = ball_batch(B=40, d=8, C=4, seed=12, dtype=torch.float32)
     zh = z.to(dtype).requires_grad_(True)
     for estimator in ["expectation", "sampled"]:
         loss = contrastive_loss(zh, labels, setting="unsupervised", beta=50.0, tau=0.05,
@@ -306,8 +285,8 @@ def test_half_precision_inputs_are_computed_in_float32(dtype):
 # --------------------------------------------------------------------------------------------
 # Validation
 # --------------------------------------------------------------------------------------------
-def test_invalid_inputs_raise():
-    z, labels = random_batch(B=8, C=3, seed=0)
+def test_invalid_inputs_raise(ball_batch):
+    z, labels = ball_batch(B=8, C=3, seed=0)
     cases = [
         (dict(setting="supervised", tau=0.0), "tau"),
         (dict(setting="supervised", tau=-1.0), "tau"),
@@ -339,8 +318,8 @@ def test_invalid_inputs_raise():
     assert torch.isfinite(contrastive_loss(z, torch.zeros(8, dtype=torch.long), setting="unsupervised"))
 
 
-def test_named_losses():
-    z, labels = random_batch(B=12, C=3, seed=21)
+def test_named_losses(ball_batch):
+    z, labels = ball_batch(B=12, C=3, seed=21)
     assert torch.equal(SCL(z, labels), contrastive_loss(z, labels, setting="supervised", beta=0.0))
     assert torch.equal(HSCL(z, labels, beta=2.0), contrastive_loss(z, labels, setting="supervised", beta=2.0))
     assert torch.equal(UCL(z, labels), contrastive_loss(z, labels, setting="unsupervised"))
@@ -351,80 +330,8 @@ def test_named_losses():
         SCL(z, labels, beta=1.0)
 
 
-# --------------------------------------------------------------------------------------------
-# Two-view InfoNCE
-# --------------------------------------------------------------------------------------------
-def reference_info_nce(z1, z2, tau):
-    z = torch.cat([z1, z2])
-    z = z / z.norm(dim=1, keepdim=True)
-    A, N = z.shape[0], z1.shape[0]
-    total = 0.0
-    for i in range(A):
-        p = (i + N) % A
-        den = sum(torch.exp(torch.dot(z[i], z[k]) / tau) for k in range(A) if k != i)
-        total = total - torch.log(torch.exp(torch.dot(z[i], z[p]) / tau) / den)
-    return total / A
-
-
-@pytest.mark.parametrize("N", [2, 3, 8])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_info_nce_matches_loop(N, dtype):
-    g = torch.Generator().manual_seed(N)
-    z1, z2 = torch.randn(N, 5, generator=g, dtype=dtype), torch.randn(N, 5, generator=g, dtype=dtype)
-    tol = 1e-12 if dtype == torch.float64 else 1e-5
-    assert abs(float(info_nce(z1, z2, tau=0.3)) - float(reference_info_nce(z1, z2, 0.3))) < tol
-
-
-def test_candidates_layout():
-    N = 3
-    z1, z2 = torch.randn(N, 4, dtype=torch.float64), torch.randn(N, 4, dtype=torch.float64)
-    S, cand = two_view_candidates(z1, z2)
-    A = 2 * N
-    for i in range(A):
-        cols = [(i + N) % A] + [k for k in range(A) if k not in (i, (i + N) % A)]
-        assert torch.equal(cand[i], S[i, cols])
-
-
-def test_info_nce_collapsed_equals_log_2n_minus_1():
-    z = torch.ones(6, 4)
-    assert float(info_nce(z, z, tau=0.5)) == pytest.approx(math.log(11), rel=1e-6)
-
-
-def test_info_nce_validation():
-    with pytest.raises(ValueError, match="tau"):
-        info_nce(torch.ones(3, 2), torch.ones(3, 2), tau=0)
-    with pytest.raises(ValueError, match="N >= 2"):
-        info_nce(torch.ones(1, 2), torch.ones(1, 2))
-    with pytest.raises(ValueError, match="same shape"):
-        info_nce(torch.ones(3, 2), torch.ones(4, 2))
-
-
-@pytest.mark.parametrize("form", ["mean", "sum", "triplet"])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_apply_psi_matches_loop(form, dtype):
-    from theory.losses import apply_psi
-
-    t = torch.randn(4, 7, generator=torch.Generator().manual_seed(0), dtype=dtype)
-    got = apply_psi(t, form, tau=0.3, margin=0.4)
-    for r in range(4):
-        vals = [float(v) / 0.3 for v in t[r]]
-        if form == "mean":
-            ref = math.log(1 + sum(math.exp(v) for v in vals) / 7)
-        elif form == "sum":
-            ref = math.log(1 + sum(math.exp(v) for v in vals))
-        else:
-            ref = sum(max(0.0, v + 0.4) for v in vals) / 7
-        assert float(got[r]) == pytest.approx(ref, rel=1e-6 if dtype == torch.float32 else 1e-12)
-    big = apply_psi(torch.full((2, 3), 1e4, dtype=dtype), form, tau=0.01)
-    assert torch.isfinite(big).all()
-    with pytest.raises(ValueError, match="form"):
-        apply_psi(t, "hinge")
-    with pytest.raises(ValueError, match="tau"):
-        apply_psi(t, form, tau=0)
-
-
-def test_numpy_integer_and_tensor_arguments():
-    z, labels = random_batch(B=10, C=3, seed=31)
+def test_numpy_integer_and_tensor_arguments(ball_batch):
+    z, labels = ball_batch(B=10, C=3, seed=31)
     a = contrastive_loss(z, labels, setting="supervised", psi="sum", num_negatives=np.int64(8))
     b = contrastive_loss(z, labels, setting="supervised", psi="sum", num_negatives=8)
     assert torch.equal(a, b)

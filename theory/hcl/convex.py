@@ -19,8 +19,13 @@ grouped into multisets (multinomial weights), so F is a weighted sum of ``log_su
 F is linear in the class-pair law (an LP over the PSD cone). Minimising F over G gives the
 optimum of the loss over collapsed representations; with uniform priors the minimiser is the
 ETF Gram ``C/(C-1) I - 1/(C-1) 11^T`` and the value is ``L*_SCL`` / ``L*_UCL``
-(:mod:`theory.bounds`). The UCL program is the bound ``F(G)`` of spec/hcl.md §3.5 step 1
+(:mod:`theory.hcl.optima`). The UCL program is the bound ``F(G)`` of spec/hcl.md §3.5 step 1
 (conditionally independent views).
+
+``C`` is ``num_classes`` and ``k`` is ``num_negatives``: a required keyword here, since the
+programs enumerate the multisets of ``k`` negative classes (the losses' default of 256 would
+never finish). ``tau`` and ``margin`` default to :data:`theory.options.HCL_TAU` and
+:data:`theory.options.MARGIN`.
 
 Solvers: Clarabel (interior point) by default, SCS as a fallback; a failed solve raises
 ``RuntimeError`` naming the statuses.
@@ -29,8 +34,8 @@ Solvers: Clarabel (interior point) by default, SCS as a fallback; a failed solve
 from __future__ import annotations
 
 import itertools
-import warnings
 import math
+import warnings
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -39,7 +44,8 @@ import cvxpy as cp
 import numpy as np
 from scipy.special import logsumexp
 
-from theory.validation import integer, real
+from theory.options import HCL_TAU, MARGIN, PSI_FORMS, SETTINGS
+from theory.validation import integer, one_of, real
 
 __all__ = [
     "GramSolution",
@@ -64,7 +70,7 @@ class GramSolution:
         G: ``(C, C)`` float64 symmetric optimal Gram matrix.
         status: cvxpy status string of the accepted solve (``"optimal"``).
         solver: name of the solver that produced it (``"CLARABEL"`` or ``"SCS"``).
-        setting, psi, domain, num_negatives, tau, margin: the program solved.
+        setting, psi, normalization, num_negatives, tau, margin: the program solved.
         priors: ``(C,)`` class priors used.
     """
 
@@ -74,7 +80,7 @@ class GramSolution:
     solver: str
     setting: str
     psi: str
-    domain: str
+    normalization: str
     num_negatives: int
     tau: float
     margin: float
@@ -85,20 +91,17 @@ class GramSolution:
         return float(np.abs(self.G - etf_gram_np(self.G.shape[0])).max())
 
 
-def etf_gram_np(C: int) -> np.ndarray:
-    """ETF Gram ``C/(C-1) I - 1/(C-1) 11^T`` as a float64 numpy array ``(C, C)``."""
-    C = integer("C", C, lo=2)
+def etf_gram_np(num_classes: int) -> np.ndarray:
+    """ETF Gram ``C/(C-1) I - 1/(C-1) 11^T`` as a float64 numpy array ``(C, C)``, ``C = num_classes``."""
+    C = integer("num_classes", num_classes, lo=2)
     return (C * np.eye(C) - np.ones((C, C))) / (C - 1)
 
 
-def _validate(C, setting, psi, domain, num_negatives, tau, margin, priors) -> tuple:
-    C = integer("C", C, lo=2)
-    if setting not in ("supervised", "unsupervised"):
-        raise ValueError(f"setting must be 'supervised' or 'unsupervised', got {setting!r}")
-    if psi not in ("mean", "sum", "triplet"):
-        raise ValueError(f"psi must be 'mean', 'sum' or 'triplet', got {psi!r}")
-    if domain not in ("sphere", "ball"):
-        raise ValueError(f"domain must be 'sphere' or 'ball', got {domain!r}")
+def _validate(C, setting, psi, normalization, num_negatives, tau, margin, priors) -> tuple:
+    C = integer("num_classes", C, lo=2)
+    one_of("setting", setting, SETTINGS)
+    one_of("psi", psi, PSI_FORMS)
+    one_of("normalization", normalization, ("sphere", "ball"))
     num_negatives = integer("num_negatives", num_negatives, lo=1)
     tau = real("tau", tau, lo=0, lo_open=True)
     margin = real("margin", margin, lo=0)
@@ -160,11 +163,11 @@ def _objective(G, C, k, setting, psi, tau, margin, pi):
 def population_loss_at_gram(
     G,
     *,
+    num_negatives: int,
     setting: str = "supervised",
     psi: str = "mean",
-    num_negatives: int = 1,
-    tau: float = 1.0,
-    margin: float = 1.0,
+    tau: float = HCL_TAU,
+    margin: float = MARGIN,
     priors=None,
 ) -> float:
     """F(G): the population loss of collapsed representations with Gram ``G`` (numpy, exact).
@@ -192,29 +195,30 @@ def population_loss_at_gram(
 
 
 def minimize_gram(
-    C: int,
+    num_classes: int,
     *,
+    num_negatives: int,
     setting: str = "supervised",
     psi: str = "mean",
-    domain: str = "sphere",
-    num_negatives: int = 1,
-    tau: float = 1.0,
-    margin: float = 1.0,
+    normalization: str = "sphere",
+    tau: float = HCL_TAU,
+    margin: float = MARGIN,
     priors=None,
     solver: str | None = None,
     solver_options: dict | None = None,
 ) -> GramSolution:
     """Minimise the population SCL / UCL loss over the Gram matrix of collapsed representations.
 
-    ``min_G F(G)`` s.t. ``G`` PSD and ``diag(G) == 1`` (``domain="sphere"``) or ``<= 1``
+    ``min_G F(G)`` s.t. ``G`` PSD and ``diag(G) == 1`` (``normalization="sphere"``) or ``<= 1``
     (``"ball"``); ``F`` as in the module docstring (spec/hcl.md §3.3, §3.5).
 
     Args:
-        C: number of classes (keep ``C <= 6`` and ``num_negatives <= 2`` for sub-second solves).
+        num_classes: C (keep ``C <= 6`` and ``num_negatives <= 2`` for sub-second solves).
+        num_negatives: k, the number of negatives per (anchor, positive) pair (required).
         setting: ``"supervised"`` (SCL) or ``"unsupervised"`` (UCL, collisions included).
-        psi: ``"mean"``, ``"sum"`` or ``"triplet"`` (as in :mod:`theory.losses`, on ``t/tau``).
-        domain: ``"sphere"`` or ``"ball"``.
-        num_negatives: k.
+        psi: ``"mean"``, ``"sum"`` or ``"triplet"`` (as :func:`theory.hcl.psi.apply_psi`, on
+            ``t/tau``).
+        normalization: ``"sphere"`` or ``"ball"``.
         tau: temperature ``> 0``.
         margin: triplet margin ``>= 0``.
         priors: ``(C,)`` class priors (default uniform).
@@ -227,7 +231,7 @@ def minimize_gram(
     Raises:
         ValueError: bad arguments. RuntimeError: no solver reached an optimal status.
     """
-    C, k, tau, margin, pi = _validate(C, setting, psi, domain, num_negatives, tau, margin, priors)
+    C, k, tau, margin, pi = _validate(num_classes, setting, psi, normalization, num_negatives, tau, margin, priors)
     if solver is None:
         order = list(SOLVERS)
     elif solver in SOLVERS:
@@ -235,7 +239,7 @@ def minimize_gram(
     else:
         raise ValueError(f"solver must be one of {SOLVERS} or None, got {solver!r}")
     G = cp.Variable((C, C), PSD=True)
-    cons = [cp.diag(G) == 1] if domain == "sphere" else [cp.diag(G) <= 1]
+    cons = [cp.diag(G) == 1] if normalization == "sphere" else [cp.diag(G) <= 1]
     prob = cp.Problem(cp.Minimize(_objective(G, C, k, setting, psi, tau, margin, pi)), cons)
     failures = []
     for name in order:
@@ -257,7 +261,7 @@ def minimize_gram(
                 solver=name,
                 setting=setting,
                 psi=psi,
-                domain=domain,
+                normalization=normalization,
                 num_negatives=k,
                 tau=tau,
                 margin=margin,
@@ -265,16 +269,16 @@ def minimize_gram(
             )
         failures.append(f"{name}: status {prob.status!r}")
     raise RuntimeError(
-        f"Gram program (C={C}, setting={setting}, psi={psi}, domain={domain}, k={k}) failed: "
+        f"Gram program (C={C}, setting={setting}, psi={psi}, normalization={normalization}, k={k}) failed: "
         + "; ".join(failures)
     )
 
 
-def minimize_scl(C: int, **kwargs) -> GramSolution:
+def minimize_scl(num_classes: int, *, num_negatives: int, **kwargs) -> GramSolution:
     """SCL program: :func:`minimize_gram` with ``setting="supervised"`` (spec/hcl.md §3.3)."""
-    return minimize_gram(C, setting="supervised", **kwargs)
+    return minimize_gram(num_classes, setting="supervised", num_negatives=num_negatives, **kwargs)
 
 
-def minimize_ucl(C: int, **kwargs) -> GramSolution:
+def minimize_ucl(num_classes: int, *, num_negatives: int, **kwargs) -> GramSolution:
     """UCL program: :func:`minimize_gram` with ``setting="unsupervised"`` (spec/hcl.md §3.5)."""
-    return minimize_gram(C, setting="unsupervised", **kwargs)
+    return minimize_gram(num_classes, setting="unsupervised", num_negatives=num_negatives, **kwargs)

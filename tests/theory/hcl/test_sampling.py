@@ -5,7 +5,7 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from theory.sampling import (
+from theory.hcl.sampling import (
     expected_hinge,
     hardening,
     log_expected_exp,
@@ -137,7 +137,7 @@ def test_hardening_validation():
         hardening("step", low=2)
     with pytest.raises(ValueError, match="power"):
         hardening("polynomial", power=-1)
-    with pytest.raises(ValueError, match="kind"):
+    with pytest.raises(ValueError, match="eta"):
         hardening("sigmoid")
     with pytest.raises(ValueError, match="shape"):
         tilted_log_weights(torch.zeros(3, 3), torch.ones(2, 2, dtype=torch.bool), 1.0)

@@ -24,7 +24,8 @@ from collections.abc import Callable
 
 import torch
 
-from theory.validation import real
+from theory.options import HARDENINGS
+from theory.validation import one_of, real
 
 __all__ = [
     "hardening",
@@ -35,10 +36,10 @@ __all__ = [
 ]
 
 
-def hardening(kind: str = "exponential", **params: float) -> Callable[[torch.Tensor], torch.Tensor]:
+def hardening(eta: str = "exponential", **params: float) -> Callable[[torch.Tensor], torch.Tensor]:
     """Return a non-negative, non-decreasing hardening function ``eta`` (spec/hcl.md §2.2).
 
-    Kinds:
+    Families (``eta``, one of :data:`theory.options.HARDENINGS`) and their parameters:
         ``"exponential"``: ``exp(beta * t)`` (param ``beta >= 0``);
         ``"step"``: ``low + (1 - low) * 1[t >= threshold]`` (params ``threshold``, ``low`` in
         ``[0, 1]``; ``low > 0`` keeps ``E[eta] > 0``);
@@ -46,19 +47,18 @@ def hardening(kind: str = "exponential", **params: float) -> Callable[[torch.Ten
         ``shift``; with ``shift > 1`` it is positive on ``[-1, 1]``).
 
     Raises:
-        ValueError: unknown kind, an unknown or non-finite parameter, or a parameter that breaks
+        ValueError: unknown family, an unknown or non-finite parameter, or a parameter that breaks
             monotonicity / non-negativity.
     """
     allowed_params = {"exponential": {"beta"}, "step": {"threshold", "low"}, "polynomial": {"power", "shift"}}
-    if kind not in allowed_params:
-        raise ValueError(f"kind must be 'exponential', 'step' or 'polynomial', got {kind!r}")
-    unknown = set(params) - allowed_params[kind]
+    one_of("eta", eta, HARDENINGS)
+    unknown = set(params) - allowed_params[eta]
     if unknown:
-        raise ValueError(f"unknown parameter(s) {sorted(unknown)} for kind={kind!r}; expected {sorted(allowed_params[kind])}")
-    if kind == "exponential":
+        raise ValueError(f"unknown parameter(s) {sorted(unknown)} for eta={eta!r}; expected {sorted(allowed_params[eta])}")
+    if eta == "exponential":
         beta = real("beta", params.get("beta", 1.0), lo=0)
         return lambda t: torch.exp(beta * t)
-    if kind == "step":
+    if eta == "step":
         threshold = real("threshold", params.get("threshold", 0.0))
         low = real("low", params.get("low", 0.1), lo=0, hi=1)
         return lambda t: low + (1.0 - low) * (t >= threshold).to(t.dtype)

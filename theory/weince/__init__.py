@@ -1,0 +1,81 @@
+"""WeiNCE: Erol et al., "When Softmax Fails at the Top", ICML 2026 (arXiv 2606.00262).
+
+The loss (imported eagerly):
+
+* :mod:`~theory.weince.logits` -- the T_lambda logits and the fused T_lambda cross-entropy;
+* :mod:`~theory.weince.tailfit` -- tail-size rules and the two least-squares tail fits (pure
+  numerics shared by the gate and the diagnostics);
+* :mod:`~theory.weince.gate` -- the per-anchor rho / dAIC gate lambda;
+* :mod:`~theory.weince.recipe` -- the released recipe's EMA state;
+* :mod:`~theory.weince.loss` -- :func:`weince_loss`, :func:`weince_label_loss`, :class:`WeiNCELoss`.
+
+The extreme-value diagnostics, which never depend on the loss (loaded on first access):
+
+* :mod:`~theory.weince.gpd` -- GPD / POT / GEV fits; :mod:`~theory.weince.tails` -- per-anchor
+  tail-AIC fits; :mod:`~theory.weince.links` -- link selection in the T_lambda family;
+  :mod:`~theory.weince.noise_floor` -- the softmax-vs-Weibit noise floor;
+* :mod:`~theory.weince.symbolic` -- sympy: the T_lambda derivative, the Weibull top-1 law;
+
+Example::
+
+    from theory.weince import weince_loss, WeiNCELoss, tlambda_logits, pot_fit, link_select
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from theory.weince.gate import GateStats, weince_gate
+from theory.weince.logits import tlambda_logits
+from theory.weince.loss import WeiNCEDiagnostics, WeiNCELoss, weince_label_loss, weince_loss
+from theory.weince.recipe import WeibullBetaState
+from theory.weince.tailfit import TailFits, rho0_index, tail_fits, tail_size
+
+#: Names served from the diagnostics and sympy modules (pandas / scipy.optimize / sympy),
+#: loaded on first access.
+_LAZY = {
+    **{name: "theory.weince.gpd" for name in (
+        "gpd_loglik", "gpd_quantile", "profile_sigma", "GPDFit", "fit_gpd", "POTResult", "pot_fit",
+        "threshold_stability", "lower_triangle_scores", "embedding_scores", "scipy_gpd_fit", "gev_fit")},
+    **{name: "theory.weince.tails" for name in ("TailAICFit", "tail_aic_fit", "tail_aic_fits")},
+    **{name: "theory.weince.links" for name in (
+        "tlambda_loglik", "candidates_from_similarity", "two_view_link_candidates", "LinkSelection",
+        "link_select")},
+    **{name: "theory.weince.noise_floor" for name in (
+        "NoiseFloorTheory", "noise_floor_theory", "softmax_link_mle", "noise_floor_experiment")},
+    **{name: "theory.weince.symbolic" for name in (
+        "tlambda", "tlambda_derivative", "check_tlambda_derivative", "weibull_top1_probabilities",
+        "check_weibull_top1_law")},
+}
+
+__all__ = [
+    # the loss
+    "weince_loss",
+    "weince_label_loss",
+    "WeiNCELoss",
+    "WeiNCEDiagnostics",
+    "WeibullBetaState",
+    "tlambda_logits",
+    "GateStats",
+    "weince_gate",
+    "tail_size",
+    "rho0_index",
+    "TailFits",
+    "tail_fits",
+    # diagnostics and sympy (lazy)
+    *_LAZY,
+]
+
+
+def __getattr__(name: str) -> Any:
+    """Load the diagnostics / sympy names on first access (PEP 562)."""
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
