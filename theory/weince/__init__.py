@@ -15,6 +15,7 @@ The extreme-value diagnostics, which never depend on the loss (loaded on first a
   tail-AIC fits; :mod:`~theory.weince.links` -- link selection in the T_lambda family;
   :mod:`~theory.weince.noise_floor` -- the softmax-vs-Weibit noise floor;
 * :mod:`~theory.weince.symbolic` -- sympy: the T_lambda derivative, the Weibull top-1 law;
+* :mod:`~theory.weince.checks` -- the W-law check of ``python -m theory``.
 
 Example::
 
