@@ -1,6 +1,6 @@
 """WeiNCE: Erol et al., "When Softmax Fails at the Top", ICML 2026 (arXiv 2606.00262).
 
-The loss (imported eagerly):
+The loss:
 
 * :mod:`~theory.weince.logits` -- the T_lambda logits and the fused T_lambda cross-entropy;
 * :mod:`~theory.weince.tailfit` -- tail-size rules and the two least-squares tail fits (pure
@@ -9,7 +9,7 @@ The loss (imported eagerly):
 * :mod:`~theory.weince.recipe` -- the released recipe's EMA state;
 * :mod:`~theory.weince.loss` -- :func:`weince_loss`, :func:`weince_label_loss`, :class:`WeiNCELoss`.
 
-The extreme-value diagnostics, which never depend on the loss (loaded on first access):
+The extreme-value diagnostics, which never depend on the loss:
 
 * :mod:`~theory.weince.gpd` -- GPD / POT / GEV fits; :mod:`~theory.weince.tails` -- per-anchor
   tail-AIC fits; :mod:`~theory.weince.links` -- link selection in the T_lambda family;
@@ -17,7 +17,8 @@ The extreme-value diagnostics, which never depend on the loss (loaded on first a
 * :mod:`~theory.weince.symbolic` -- sympy: the T_lambda derivative, the Weibull top-1 law;
 * :mod:`~theory.weince.checks` -- the W-law check of ``python -m theory``.
 
-Example::
+Every public name is loaded from its module on first access, so importing a diagnostics module
+never loads the loss. Example::
 
     from theory.weince import weince_loss, WeiNCELoss, tlambda_logits, pot_fit, link_select
 """
@@ -27,15 +28,16 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from theory.weince.gate import GateStats, weince_gate
-from theory.weince.logits import tlambda_logits
-from theory.weince.loss import WeiNCEDiagnostics, WeiNCELoss, weince_label_loss, weince_loss
-from theory.weince.recipe import WeibullBetaState
-from theory.weince.tailfit import TailFits, rho0_index, tail_fits, tail_size
-
-#: Names served from the diagnostics and sympy modules (pandas / scipy.optimize / sympy),
-#: loaded on first access.
+#: Every public name -> the module that defines it, loaded on first access (PEP 562), so that
+#: importing one module (e.g. the diagnostics) never loads the others (e.g. the loss).
 _LAZY = {
+    **{name: "theory.weince.loss" for name in ("weince_loss", "weince_label_loss", "WeiNCELoss",
+                                                "WeiNCEDiagnostics")},
+    "WeibullBetaState": "theory.weince.recipe",
+    "tlambda_logits": "theory.weince.logits",
+    "GateStats": "theory.weince.gate",
+    "weince_gate": "theory.weince.gate",
+    **{name: "theory.weince.tailfit" for name in ("tail_size", "rho0_index", "TailFits", "tail_fits")},
     **{name: "theory.weince.gpd" for name in (
         "gpd_loglik", "gpd_quantile", "profile_sigma", "GPDFit", "fit_gpd", "POTResult", "pot_fit",
         "threshold_stability", "lower_triangle_scores", "embedding_scores", "scipy_gpd_fit", "gev_fit")},
@@ -50,27 +52,11 @@ _LAZY = {
         "check_weibull_top1_law")},
 }
 
-__all__ = [
-    # the loss
-    "weince_loss",
-    "weince_label_loss",
-    "WeiNCELoss",
-    "WeiNCEDiagnostics",
-    "WeibullBetaState",
-    "tlambda_logits",
-    "GateStats",
-    "weince_gate",
-    "tail_size",
-    "rho0_index",
-    "TailFits",
-    "tail_fits",
-    # diagnostics and sympy (lazy)
-    *_LAZY,
-]
+__all__ = list(_LAZY)
 
 
 def __getattr__(name: str) -> Any:
-    """Load the diagnostics / sympy names on first access (PEP 562)."""
+    """Load a public name from its module on first access (PEP 562)."""
     if name in _LAZY:
         value = getattr(importlib.import_module(_LAZY[name]), name)
         globals()[name] = value
