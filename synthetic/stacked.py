@@ -49,7 +49,8 @@ from synthetic.models import (
     stack_models,
 )
 from theory.geometry import normalize
-from theory.options import HCL_METHODS
+from theory.options import HCL_METHODS, SETTINGS
+from theory.validation import one_of
 
 __all__ = ["VARYING_FIELDS", "stack_key", "stackable", "stack_groups", "train_stacked", "stacked_contrastive_loss"]
 
@@ -134,8 +135,7 @@ def stacked_contrastive_loss(
         ValueError: bad option/shape, a run without any pair, or an anchor with a pair and no
             negative.
     """
-    if setting not in ("supervised", "unsupervised"):
-        raise ValueError(f"setting must be 'supervised' or 'unsupervised', got {setting!r}")
+    one_of("setting", setting, SETTINGS)
     if psi not in ("mean", "sum"):
         raise ValueError(f"psi must be 'mean' or 'sum' on the stacked fast path, got {psi!r}")
     if not float(tau) > 0:

@@ -36,6 +36,7 @@ from theory.hcl.optima import (
     ucl_optimum,
     weak_bound,
 )
+from theory.options import ESTIMATORS, PSI_FORMS, SETTINGS
 
 __all__ = [
     "GROUPS",
@@ -123,7 +124,7 @@ def check_harris(out: list[tuple[str, SubCheck]], quick: bool, seed: int) -> Non
 
 def check_beta_monotone(out: list[tuple[str, SubCheck]], quick: bool, seed: int) -> None:
     n = 20 if quick else 60
-    for setting in ("supervised", "unsupervised"):
+    for setting in SETTINGS:
         r = beta_monotonicity(n, setting=setting, seed=seed)
         curve = ", ".join(f"{v:.3f}" for v in r.details["mean_curve"])
         _add(out, "T3", f"exact enumeration {setting}, beta in {r.details['betas']}", r.instances, "gap",
@@ -135,8 +136,8 @@ def check_beta_monotone(out: list[tuple[str, SubCheck]], quick: bool, seed: int)
     labels = torch.arange(C).repeat_interleave(per)
     betas = [0.0, 0.5, 1, 2, 5, 10, 30, 100]
     worst, count = math.inf, 0
-    for setting in ("supervised", "unsupervised"):
-        for psi in ("mean", "sum", "triplet"):
+    for setting in SETTINGS:
+        for psi in PSI_FORMS:
             vals = [_loss(z, labels, setting=setting, beta=b, psi=psi) for b in betas]
             worst = min(worst, float(np.diff(vals).min()))
             count += 1
@@ -153,10 +154,10 @@ def check_scl(out: list[tuple[str, SubCheck]], quick: bool, seed: int) -> None:
         C = int(rng.integers(3, 12))
         counts = rng.integers(1, 6, size=C)
         z, labels = _nc_batch(counts)
-        for psi in ("mean", "sum", "triplet"):
+        for psi in PSI_FORMS:
             K = int(rng.integers(1, 300))
             tau = float(rng.uniform(0.2, 2.0))
-            for est in ("expectation", "sampled"):
+            for est in ESTIMATORS:
                 for beta in (0.0, 5.0):
                     got = _loss(z, labels, setting="supervised", beta=beta, psi=psi, tau=tau, estimator=est,
                                 num_negatives=K, generator=gen)
@@ -239,8 +240,8 @@ def check_hscl(out: list[tuple[str, SubCheck]], quick: bool, seed: int) -> None:
     for beta in (0.0, 2.0, 5.0, 10.0, 30.0, 1000.0):
         C = int(rng.integers(3, 12))
         z, labels = _nc_batch(rng.integers(1, 6, size=C))
-        for psi in ("mean", "sum", "triplet"):
-            for est in ("expectation", "sampled"):
+        for psi in PSI_FORMS:
+            for est in ESTIMATORS:
                 got = _loss(z, labels, setting="supervised", beta=beta, psi=psi, estimator=est, num_negatives=64,
                             generator=gen)
                 worst = max(worst, abs(got - scl_optimum(C, psi=psi, num_negatives=64)))
@@ -254,7 +255,7 @@ def check_hscl(out: list[tuple[str, SubCheck]], quick: bool, seed: int) -> None:
         d = int(rng.integers(C - 1, C + 3))
         z = _random_ball(rng, C * per, max(d, 1))
         labels = torch.arange(C).repeat_interleave(per)
-        for psi in ("mean", "sum", "triplet"):
+        for psi in PSI_FORMS:
             beta = float(rng.uniform(0, 20))
             got = _loss(z, labels, setting="supervised", beta=beta, psi=psi, num_negatives=16)
             worst = min(worst, got - scl_optimum(C, psi=psi, num_negatives=16))
@@ -328,14 +329,14 @@ def check_hucl(out: list[tuple[str, SubCheck]], quick: bool, seed: int) -> None:
             len(l_table) + len(s10), "error", e, 1.0, "|err| / rounding")
     err = 0.0
     for C, b in ((6, 2), (10, 1), (4, 3)):
-        for psi in ("mean", "sum", "triplet"):
+        for psi in PSI_FORMS:
             err = max(err, abs(float(symbolic.hucl_at_nc_expr(C, b, psi=psi, num_negatives=3))
                                - hucl_at_nc(C, b, psi=psi, num_negatives=3)))
     _add(out, "T7", "sympy exact binomial HUCL value = optima float", 9, "error", err, 1e-12)
     betas = [0, 0.5, 1, 2, 5, 10, 30]
     gap = math.inf
     for C in (2, 3, 10, 100):
-        for psi in ("mean", "sum", "triplet"):
+        for psi in PSI_FORMS:
             vals = [hucl_at_nc(C, b, psi=psi, num_negatives=16) for b in betas]
             gap = min(gap, float(np.diff(vals).min()))
     _add(out, "T7", "L_HUCL(NC) non-decreasing in beta from L*_UCL (C in {2,3,10,100}, 3 psi)", 12, "gap", gap, 1e-12)
@@ -354,7 +355,7 @@ def check_hucl(out: list[tuple[str, SubCheck]], quick: bool, seed: int) -> None:
         counts[0] = max(counts[0], 1)
         counts[-1] = max(counts[-1], 1)
         z, labels = _nc_batch(counts)
-        for psi in ("mean", "sum", "triplet"):
+        for psi in PSI_FORMS:
             beta = float(rng.choice([0.0, 1.0, 5.0, 30.0]))
             sn, sp_ = bool(rng.integers(2)), bool(rng.integers(2))
             if not sp_ and (counts <= 1).all():
@@ -388,7 +389,7 @@ def check_hucl(out: list[tuple[str, SubCheck]], quick: bool, seed: int) -> None:
         per = int(rng.integers(1, 6))
         z = _random_ball(rng, C * per, int(rng.integers(1, 8)))
         labels = torch.arange(C).repeat_interleave(per)
-        for psi in ("mean", "sum", "triplet"):
+        for psi in PSI_FORMS:
             got = _loss(z, labels, setting="unsupervised", beta=float(rng.uniform(0, 10)), psi=psi, num_negatives=8)
             worst = min(worst, got - weak_bound(psi=psi, num_negatives=8))
             n += 1
@@ -405,8 +406,8 @@ def check_batched(out: list[tuple[str, SubCheck]], quick: bool, seed: int) -> No
         B = int(rng.integers(C, 64))
         labels = torch.from_numpy(np.concatenate([np.arange(C), rng.integers(0, C, B - C)]))
         z = _random_ball(rng, B, int(rng.integers(1, 12)))
-        for setting in ("supervised", "unsupervised"):
-            for psi in ("mean", "sum", "triplet"):
+        for setting in SETTINGS:
+            for psi in PSI_FORMS:
                 beta = float(rng.choice([0.5, 2.0, 5.0, 30.0]))
                 base = _loss(z, labels, setting=setting, beta=0.0, psi=psi, num_negatives=32)
                 hard = _loss(z, labels, setting=setting, beta=beta, psi=psi, num_negatives=32)
@@ -421,9 +422,9 @@ def check_batched(out: list[tuple[str, SubCheck]], quick: bool, seed: int) -> No
         counts = rng.integers(0, 5, size=C)
         counts[:2] = np.maximum(counts[:2], 1)
         z, labels = _nc_batch(counts)
-        psi = str(rng.choice(["mean", "sum", "triplet"]))
+        psi = str(rng.choice(list(PSI_FORMS)))
         beta = float(rng.choice([0.0, 5.0, 100.0]))
-        est = str(rng.choice(["expectation", "sampled"]))
+        est = str(rng.choice(list(ESTIMATORS)))
         got = _loss(z, labels, setting="supervised", beta=beta, psi=psi, estimator=est, num_negatives=256,
                     generator=gen)
         worst = max(worst, abs(got - scl_optimum(C, psi=psi, num_negatives=256)))
