@@ -1,11 +1,12 @@
-# Two entry points for a fresh machine:  `make figures` (main job) and `make test`.
-# Both create a local virtual environment in .venv on first use.
+# Entry points for a fresh machine: `make figures` (the main job) and `make test` (the test suite).
+# Every target creates a local virtual environment in .venv on first use and installs the project
+# with its development extras into it.
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: figures test theory bench clean
+.PHONY: figures test test-fast lint format typecheck theory bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -19,8 +20,25 @@ figures: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -q
 
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -m "not slow"
+
+lint: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+format: $(STAMP)
+	$(PY) -m ruff check --fix .
+	$(PY) -m ruff format .
+
+typecheck: $(STAMP)
+	$(PY) -m mypy
+
+theory: $(STAMP)
+	$(PY) -m theory
+
 bench: $(STAMP)
 	$(PY) -m benchmarks.bench_losses
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

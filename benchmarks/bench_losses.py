@@ -72,9 +72,12 @@ def methods(labels, beta, K):
     rng = np.random.default_rng(0)
     return {
         "floor": lambda z: (z @ z.T).sum(),
-        "expectation": lambda z: contrastive_loss(z, labels, setting="supervised", beta=beta, num_negatives=K),
-        "sampled": lambda z: contrastive_loss(z, labels, setting="supervised", beta=beta, num_negatives=K,
-                                              estimator="sampled", generator=gen),
+        "expectation": lambda z: contrastive_loss(
+            z, labels, setting="supervised", beta=beta, num_negatives=K
+        ),
+        "sampled": lambda z: contrastive_loss(
+            z, labels, setting="supervised", beta=beta, num_negatives=K, estimator="sampled", generator=gen
+        ),
         "loop-expectation": lambda z: loop_loss(z, labels, beta=beta, K=K, sampled=False),
         "loop-sampled": lambda z: loop_loss(z, labels, beta=beta, K=K, sampled=True, rng=rng),
     }
@@ -96,7 +99,8 @@ def time_all(B, d, C, K, beta, repeats, loop_repeats):
 
 def saved_memory(fn, z):
     """Bytes held for backward by one forward (unique storages of the tensors autograd saves),
-    and the largest single saved tensor -- a deterministic measure of an estimator's memory."""
+    and the largest single saved tensor -- a deterministic measure of an estimator's memory.
+    """
     seen, sizes = set(), []
 
     def pack(t):
@@ -121,17 +125,23 @@ def main(argv=None):
     p.add_argument("--negatives", type=int, default=256, help="K negatives per pair (default 256)")
     p.add_argument("--beta", type=float, default=5.0, help="hardness beta (default 5)")
     p.add_argument("--repeats", type=int, default=15, help="timed repeats of the fast methods (default 15)")
-    p.add_argument("--loop-repeats", type=int, default=3, help="timed repeats of the loop baselines (default 3)")
+    p.add_argument(
+        "--loop-repeats", type=int, default=3, help="timed repeats of the loop baselines (default 3)"
+    )
     p.add_argument("--no-memory", action="store_true", help="skip the peak-memory measurements")
     a = p.parse_args(argv)
-    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, B={a.batch} d={a.dim} "
-          f"C={a.classes} K={a.negatives} beta={a.beta}")
+    print(
+        f"torch {torch.__version__}, threads {torch.get_num_threads()}, B={a.batch} d={a.dim} "
+        f"C={a.classes} K={a.negatives} beta={a.beta}"
+    )
     t = time_all(a.batch, a.dim, a.classes, a.negatives, a.beta, a.repeats, a.loop_repeats)
     print("\nforward+backward, median seconds")
     for name, v in t.items():
         print(f"  {name:18s} {v * 1e3:10.2f} ms")
     print("\nratios (targets in DESIGN.md)")
-    print(f"  loop-expectation / expectation = {t['loop-expectation'] / t['expectation']:8.1f}x   (target >= 60x)")
+    print(
+        f"  loop-expectation / expectation = {t['loop-expectation'] / t['expectation']:8.1f}x   (target >= 60x)"
+    )
     print(f"  expectation / floor            = {t['expectation'] / t['floor']:8.2f}x   (target <= 2.5x)")
     print(f"  loop-sampled / sampled         = {t['loop-sampled'] / t['sampled']:8.1f}x   (target >= 20x)")
     print(f"  sampled / floor                = {t['sampled'] / t['floor']:8.2f}x")
@@ -144,8 +154,10 @@ def main(argv=None):
                 total, largest = saved_memory(fns[name], z)
                 print(f"  B={B:5d} {name:12s} total {total / 2**20:8.2f}   largest {largest / 2**20:8.2f}")
         P = float((torch.bincount(make_batch(a.batch, a.dim, a.classes)[1]) ** 2).sum())
-        print(f"  (at B={a.batch}: one (P, K, d) float32 tensor would take {P * a.negatives * a.dim * 4 / 2**20:.0f} MiB;"
-              f" a (B, B) float32 matrix takes {a.batch**2 * 4 / 2**20:.2f} MiB)")
+        print(
+            f"  (at B={a.batch}: one (P, K, d) float32 tensor would take {P * a.negatives * a.dim * 4 / 2**20:.0f} MiB;"
+            f" a (B, B) float32 matrix takes {a.batch**2 * 4 / 2**20:.2f} MiB)"
+        )
 
 
 if __name__ == "__main__":

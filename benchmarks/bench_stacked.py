@@ -39,8 +39,16 @@ SCENARIOS = {
 
 
 def _configs(runs: int, epochs: int, **kw) -> list[RunConfig]:
-    base = RunConfig(method="HSCL", beta=1.0, epochs=epochs, eval_every=epochs, num_classes=10,
-                     n_per_class=50, normalization="sphere", **kw)
+    base = RunConfig(
+        method="HSCL",
+        beta=1.0,
+        epochs=epochs,
+        eval_every=epochs,
+        num_classes=10,
+        n_per_class=50,
+        normalization="sphere",
+        **kw,
+    )
     return [base.replace(seed=s, beta=float(1 + s % 4)) for s in range(runs)]
 
 
@@ -50,15 +58,15 @@ def main(argv=None) -> None:
     ap.add_argument("--runs", type=int, default=16, help="R, the number of runs stacked (default 16)")
     ap.add_argument("--epochs", type=int, default=20, help="epochs per run (default 20)")
     ap.add_argument("--threads", type=int, default=2, help="torch threads for both sides (default 2)")
-    ap.add_argument("--scenario", choices=sorted(SCENARIOS), action="append",
-                    help="scenario(s) to run (default: all)")
+    ap.add_argument(
+        "--scenario", choices=sorted(SCENARIOS), action="append", help="scenario(s) to run (default: all)"
+    )
     args = ap.parse_args(argv)
     if args.runs < 1 or args.epochs < 1 or args.threads < 1:
         raise ValueError("--runs, --epochs and --threads must be >= 1")
     torch.set_num_threads(args.threads)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"R = {args.runs}, epochs = {args.epochs}, torch threads = {args.threads}, "
-          f"load average {load:.2f}")
+    print(f"R = {args.runs}, epochs = {args.epochs}, torch threads = {args.threads}, load average {load:.2f}")
     # Warm-up (imports, allocator, Adam's first step).
     train_stacked(_configs(2, 1, batch_size=64))
     train_run(_configs(1, 1, batch_size=64)[0])
@@ -71,8 +79,10 @@ def main(argv=None) -> None:
         t0 = time.perf_counter()
         train_stacked(cfgs)
         t_stack = time.perf_counter() - t0
-        print(f"{name:>10}: sequential {t_seq:7.2f} s, stacked {t_stack:7.2f} s, "
-              f"throughput ratio {t_seq / t_stack:5.2f}x")
+        print(
+            f"{name:>10}: sequential {t_seq:7.2f} s, stacked {t_stack:7.2f} s, "
+            f"throughput ratio {t_seq / t_stack:5.2f}x"
+        )
 
 
 if __name__ == "__main__":

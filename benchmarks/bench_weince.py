@@ -28,7 +28,8 @@ from theory.weince import WeibullBetaState, tail_size, weince_loss
 
 def naive_weince(z1, z2, tau=0.5, q=0.2, margin=2.0, kappa_rho=10.0, kappa_aic=1.0, eps=1e-6):
     """A straightforward (unfused) WeiNCE after spec §3.1: masked full-row ``torch.topk``, the
-    statistics as separate tensor ops, autograd through the T_lambda logits."""
+    statistics as separate tensor ops, autograd through the T_lambda logits.
+    """
     S, cand = two_view_candidates(z1, z2)
     A = S.shape[0]
     N = A // 2
@@ -60,7 +61,9 @@ def naive_weince(z1, z2, tau=0.5, q=0.2, margin=2.0, kappa_rho=10.0, kappa_aic=1
         sseG = sse[1] + 1e6 * (slopes[1] >= 0)
         daic = n * torch.log(sseG / n) - n * torch.log(sseW / n)
         rho0 = torch.clamp(torch.sort(rho).values[round(q * (A - 1))], min=eps)
-        lam = torch.sigmoid(kappa_rho * (torch.log(rho0) - torch.log(rho))) * torch.sigmoid(kappa_aic * (daic - margin))
+        lam = torch.sigmoid(kappa_rho * (torch.log(rho0) - torch.log(rho))) * torch.sigmoid(
+            kappa_aic * (daic - margin)
+        )
     W = -torch.log(1 - torch.clamp(cand, max=1 - eps))
     logits = (1 - lam[:, None]) * cand / tau + lam[:, None] * W
     return F.cross_entropy(logits, torch.zeros(A, dtype=torch.long))
@@ -98,6 +101,7 @@ def bench_loss(N: int, d: int, repeats: int, inner: int, seed: int = 0) -> dict:
         def f():
             z1.grad = z2.grad = None
             loss_fn().backward()
+
         return f
 
     fns = {
@@ -128,7 +132,10 @@ def bench_step(N: int, d: int, D: int, hidden: int, repeats: int, inner: int, se
     x2 = latent + 0.3 * torch.randn(N, D, generator=g)
     models = {k: _encoder(D, hidden, d, seed) for k in ("info_nce", "weince")}
     opts = {k: torch.optim.Adam(m.parameters(), lr=3e-4) for k, m in models.items()}
-    losses = {"info_nce": lambda a, b: info_nce(a, b, tau=0.5), "weince": lambda a, b: weince_loss(a, b, tau=0.5)}
+    losses = {
+        "info_nce": lambda a, b: info_nce(a, b, tau=0.5),
+        "weince": lambda a, b: weince_loss(a, b, tau=0.5),
+    }
 
     def step(k):
         m, opt, lf = models[k], opts[k], losses[k]
@@ -138,39 +145,59 @@ def bench_step(N: int, d: int, D: int, hidden: int, repeats: int, inner: int, se
             loss = lf(m(x1), m(x2))
             loss.backward()
             opt.step()
+
         return f
 
     return _interleaved({k: step(k) for k in models}, repeats, warmup=5, inner=inner)
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--pairs", type=int, default=256, help="N pairs per batch (2N anchors); default 256 -> 2N = 512")
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--pairs", type=int, default=256, help="N pairs per batch (2N anchors); default 256 -> 2N = 512"
+    )
     ap.add_argument("--dim", type=int, default=64, help="embedding dimension d (default 64)")
     ap.add_argument("--input-dim", type=int, default=64, help="encoder input dimension D (default 64)")
     ap.add_argument("--hidden", type=int, default=256, help="encoder hidden width (default 256)")
-    ap.add_argument("--threads", type=int, default=2, help="torch intra-op threads (default 2 = the 2-core target)")
-    ap.add_argument("--repeats", type=int, default=60, help="interleaved repeats; medians are reported (default 60)")
+    ap.add_argument(
+        "--threads", type=int, default=2, help="torch intra-op threads (default 2 = the 2-core target)"
+    )
+    ap.add_argument(
+        "--repeats", type=int, default=60, help="interleaved repeats; medians are reported (default 60)"
+    )
     ap.add_argument("--inner", type=int, default=3, help="calls timed together per repeat (default 3)")
-    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
-                    help="wall: time.perf_counter (default); cpu: time.process_time, less sensitive to other "
-                         "processes on a shared machine (counts the CPU time of all threads)")
+    ap.add_argument(
+        "--clock",
+        choices=("wall", "cpu"),
+        default="wall",
+        help="wall: time.perf_counter (default); cpu: time.process_time, less sensitive to other "
+        "processes on a shared machine (counts the CPU time of all threads)",
+    )
     args = ap.parse_args(argv)
     global _CLOCK
     _CLOCK = time.perf_counter if args.clock == "wall" else time.process_time
-    if min(args.pairs, args.dim, args.input_dim, args.hidden, args.threads, args.repeats, args.inner) < 1 or args.pairs < 2:
+    if (
+        min(args.pairs, args.dim, args.input_dim, args.hidden, args.threads, args.repeats, args.inner) < 1
+        or args.pairs < 2
+    ):
         raise ValueError("all sizes must be >= 1 and --pairs >= 2")
     torch.set_num_threads(args.threads)
-    print(f"WeiNCE benchmark: 2N = {2 * args.pairs}, d = {args.dim}, threads = {torch.get_num_threads()}, "
-          f"torch {torch.__version__}, repeats = {args.repeats} x {args.inner} (medians, interleaved), "
-          f"clock = {args.clock}")
+    print(
+        f"WeiNCE benchmark: 2N = {2 * args.pairs}, d = {args.dim}, threads = {torch.get_num_threads()}, "
+        f"torch {torch.__version__}, repeats = {args.repeats} x {args.inner} (medians, interleaved), "
+        f"clock = {args.clock}"
+    )
     loss = bench_loss(args.pairs, args.dim, args.repeats, args.inner)
     print("\n[1] loss forward + backward (ms)")
     for k, v in loss.items():
         print(f"  {k:18s} {v:8.3f}   x{v / loss['info_nce']:.2f} of info_nce")
     r1 = loss["weince"] / loss["info_nce"]
-    print(f"  ratio weince / info_nce = {r1:.2f}  (target <= 2.0: {'PASS' if r1 <= 2.0 else 'FAIL'}); "
-          f"naive / info_nce = {loss['naive'] / loss['info_nce']:.2f}")
+    print(
+        f"  ratio weince / info_nce = {r1:.2f}  (target <= 2.0: {'PASS' if r1 <= 2.0 else 'FAIL'}); "
+        f"naive / info_nce = {loss['naive'] / loss['info_nce']:.2f}"
+    )
     step = bench_step(args.pairs, args.dim, args.input_dim, args.hidden, args.repeats, args.inner)
     print(f"\n[2] training step (MLP {args.input_dim} -> {args.hidden} -> {args.dim}, Adam) (ms)")
     for k, v in step.items():

@@ -155,9 +155,7 @@ class SimCLRAugment:
         """Which jitter ops are active (strength > 0), as torchvision skips the others."""
         return (self.brightness > 0, self.contrast > 0, self.saturation > 0, self.hue > 0)
 
-    def sample_params(
-        self, batch: int, height: int, width: int, generator: torch.Generator
-    ) -> AugmentParams:
+    def sample_params(self, batch: int, height: int, width: int, generator: torch.Generator) -> AugmentParams:
         """Draw the parameters of one view of ``batch`` images of ``height x width``.
 
         The numbers are drawn on ``generator.device`` in a fixed order (so the same generator

@@ -96,7 +96,8 @@ def jitter(x: torch.Tensor, factors: torch.Tensor, order: torch.Tensor, enabled)
 
 def _skip_pass(x: torch.Tensor, active: torch.Tensor) -> bool:
     """Whether a jitter pass with no active image can be skipped: decided on the CPU only (on an
-    accelerator the test would synchronise with the host; the pass is then the identity)."""
+    accelerator the test would synchronise with the host; the pass is then the identity).
+    """
     return x.device.type == "cpu" and not bool(active.any())
 
 

@@ -23,8 +23,8 @@ per-batch accuracies).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Callable
 
 import torch
 from torch import nn

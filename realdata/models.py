@@ -36,7 +36,8 @@ at least float32, so under bf16 autocast ``z`` comes back in float32.
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -115,7 +116,7 @@ def default_stem(dataset: str | None = None, image_size: int | None = None) -> s
 
 
 def resnet_backbone(depth: int = 18, stem: str = "cifar", in_channels: int = 3) -> nn.Module:
-    """torchvision ResNet-18/50 without pretrained weights, ``fc = Identity``.
+    """Torchvision ResNet-18/50 without pretrained weights, ``fc = Identity``.
 
     Args:
         depth: 18 or 50.

@@ -154,6 +154,7 @@ def linear_probe(
             steps += 1
         epoch_loss = total / steps
     with torch.no_grad():
+
         def accuracy(feats: torch.Tensor, labels: torch.Tensor) -> float:
             correct = 0
             for s in range(0, feats.shape[0], 8192):

@@ -20,7 +20,7 @@ normalisation there: its views stay in ``[0, 1]``).
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 
@@ -78,9 +78,7 @@ def normalize(
     x = to_float(images, dtype)
     c = x.shape[1]
     if len(mean) != c or len(std) != c:
-        raise ValueError(
-            f"mean and std need one value per channel ({c}), got {len(mean)} and {len(std)}"
-        )
+        raise ValueError(f"mean and std need one value per channel ({c}), got {len(mean)} and {len(std)}")
     if any(not float(s) > 0 for s in std):
         raise ValueError(f"std must be positive, got {tuple(std)}")
     m = torch.tensor(mean, dtype=dtype, device=x.device).view(1, c, 1, 1)

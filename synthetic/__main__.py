@@ -81,46 +81,102 @@ def build_parser() -> argparse.ArgumentParser:
         "RESULTS/<grid>/table.csv. Without GRID, a quick grid is built from the flags below.",
     )
     s.add_argument(
-        "grids", nargs="*", metavar="GRID",
+        "grids",
+        nargs="*",
+        metavar="GRID",
         help="grid TOML file(s) or shipped grid name(s) (see `python -m synthetic grids`)",
     )
-    s.add_argument("--results", default="results", metavar="DIR",
-                   help="parent results folder; each grid writes into DIR/<grid name>[-<scale>] (default: results)")
-    s.add_argument("--jobs", type=int, default=1, metavar="N",
-                   help="local worker processes (joblib); -1 = all cores (default 1)")
-    s.add_argument("--scheduler", default=None, metavar="ADDRESS",
-                   help="dask.distributed scheduler address (e.g. tcp://host:8786): run there instead of locally")
-    s.add_argument("--threads", type=int, default=1, metavar="N",
-                   help="torch threads per run (default 1; keep it fixed across restarts: results are "
-                   "bit-identical only at equal thread counts)")
-    s.add_argument("--scale", default="default", metavar="NAME",
-                   help="grid scale: default, quick, or a [scale.NAME] of the file such as paper (default: default)")
+    s.add_argument(
+        "--results",
+        default="results",
+        metavar="DIR",
+        help="parent results folder; each grid writes into DIR/<grid name>[-<scale>] (default: results)",
+    )
+    s.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        metavar="N",
+        help="local worker processes (joblib); -1 = all cores (default 1)",
+    )
+    s.add_argument(
+        "--scheduler",
+        default=None,
+        metavar="ADDRESS",
+        help="dask.distributed scheduler address (e.g. tcp://host:8786): run there instead of locally",
+    )
+    s.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        metavar="N",
+        help="torch threads per run (default 1; keep it fixed across restarts: results are "
+        "bit-identical only at equal thread counts)",
+    )
+    s.add_argument(
+        "--scale",
+        default="default",
+        metavar="NAME",
+        help="grid scale: default, quick, or a [scale.NAME] of the file such as paper (default: default)",
+    )
     s.add_argument("--quick", action="store_true", help="smoke-test scale, same as --scale quick")
-    s.add_argument("--no-stack", action="store_true",
-                   help="train each run alone instead of stacking compatible runs in one tensor program "
-                   "(stacked runs equal single runs only up to float rounding: resume with the same choice)")
-    s.add_argument("--epochs", type=int, default=None, metavar="N", help="override the number of epochs of every run")
+    s.add_argument(
+        "--no-stack",
+        action="store_true",
+        help="train each run alone instead of stacking compatible runs in one tensor program "
+        "(stacked runs equal single runs only up to float rounding: resume with the same choice)",
+    )
+    s.add_argument(
+        "--epochs", type=int, default=None, metavar="N", help="override the number of epochs of every run"
+    )
     s.add_argument("--seeds", type=int, default=None, metavar="N", help="override the seeds with 0..N-1")
     s.add_argument("--name", default=None, help="results sub-folder name of a quick grid (default: quick)")
     for flag, field, typ, text in _GRID_FLAGS:
-        s.add_argument(flag, dest=f"grid_{field}", nargs="+", type=typ, default=None, metavar="V",
-                       help=f"{text}; several values make an axis")
-    s.add_argument("--set", dest="set_fields", action="extend", nargs="+", default=[], metavar="FIELD=V[,V...]",
-                   help="set any RunConfig field (comma-separated values make an axis); repeatable")
+        s.add_argument(
+            flag,
+            dest=f"grid_{field}",
+            nargs="+",
+            type=typ,
+            default=None,
+            metavar="V",
+            help=f"{text}; several values make an axis",
+        )
+    s.add_argument(
+        "--set",
+        dest="set_fields",
+        action="extend",
+        nargs="+",
+        default=[],
+        metavar="FIELD=V[,V...]",
+        help="set any RunConfig field (comma-separated values make an axis); repeatable",
+    )
     prog = s.add_mutually_exclusive_group()
-    prog.add_argument("--progress", dest="progress", action="store_true", default=None,
-                      help="always show the progress bar (default: only on a terminal)")
-    prog.add_argument("--no-progress", dest="progress", action="store_false", help="never show the progress bar")
+    prog.add_argument(
+        "--progress",
+        dest="progress",
+        action="store_true",
+        default=None,
+        help="always show the progress bar (default: only on a terminal)",
+    )
+    prog.add_argument(
+        "--no-progress", dest="progress", action="store_false", help="never show the progress bar"
+    )
 
-    m = sub.add_parser("summary", help="print final-epoch metrics, mean ± std over seeds, per config",
-                       description="Print the seed-aggregated final-epoch metrics of a results folder "
-                       "(or of every grid folder below it).")
+    m = sub.add_parser(
+        "summary",
+        help="print final-epoch metrics, mean ± std over seeds, per config",
+        description="Print the seed-aggregated final-epoch metrics of a results folder "
+        "(or of every grid folder below it).",
+    )
     m.add_argument("dir", metavar="DIR", help="results folder (with runs/) or a parent of grid folders")
     m.add_argument("--metrics", nargs="+", default=None, metavar="M", help="metric columns to show")
 
-    c = sub.add_parser("claims", help="judge claims S1-S4 and R5 from claim-grid results",
-                       description="Evaluate claims S1-S4, R5 (spec/hcl.md §4, §5.7) from DIR/<grid>/ "
-                       "folders written by the shipped claim grids; prints numbers with seed spread.")
+    c = sub.add_parser(
+        "claims",
+        help="judge claims S1-S4 and R5 from claim-grid results",
+        description="Evaluate claims S1-S4, R5 (spec/hcl.md §4, §5.7) from DIR/<grid>/ "
+        "folders written by the shipped claim grids; prints numbers with seed spread.",
+    )
     c.add_argument("dir", metavar="DIR", help="results folder holding the claim grids' folders")
     c.add_argument("--details", action="store_true", help="also print the per-setting table")
     c.add_argument("--csv", default=None, metavar="FILE", help="also write the verdicts to FILE (CSV)")
@@ -165,8 +221,13 @@ def _sweep(args) -> int:
         folder = Path(args.results) / (g.name if scale == "default" else f"{g.name}-{scale}")
         print(f"grid {g.name} ({g.source}, scale {scale}): {len(g)} runs -> {folder}", flush=True)
         summary = sw.run_sweep(
-            g, folder, n_jobs=args.jobs, scheduler=args.scheduler, stack=not args.no_stack,
-            progress=args.progress, threads=args.threads,
+            g,
+            folder,
+            n_jobs=args.jobs,
+            scheduler=args.scheduler,
+            stack=not args.no_stack,
+            progress=args.progress,
+            threads=args.threads,
         )
         print(summary.format(), flush=True)
         if not summary.ok:
@@ -192,7 +253,9 @@ def _claims(args) -> int:
     for _, r in verdicts.iterrows():
         # a scaled grid folder (e.g. s3_hucl_beta-paper) is judged apart and named
         where = f" [{r['grid']}]" if r["grid"] and r["grid"] != sw.CLAIMS[r["claim"]][1] else ""
-        print(f"{r['claim']}{where}: {r['verdict'].upper()}  ({r['n_runs']} runs)\n  {r['statement']}\n  {r['measured']}\n")
+        print(
+            f"{r['claim']}{where}: {r['verdict'].upper()}  ({r['n_runs']} runs)\n  {r['statement']}\n  {r['measured']}\n"
+        )
     if args.details:
         details = sw.claim_details(table)
         with pd.option_context("display.max_columns", None, "display.width", 250, "display.max_rows", None):

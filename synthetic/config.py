@@ -242,7 +242,7 @@ class RunConfig:
         return out
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "RunConfig":
+    def from_dict(cls, data: dict[str, Any]) -> RunConfig:
         """Build from a (possibly partial) flat dict; unknown keys raise ValueError.
 
         Keys not present take their defaults; ``run_key``/metric columns are not accepted.
@@ -321,7 +321,7 @@ class RunConfig:
         blob = json.dumps(self.identity_dict(), sort_keys=True, separators=(",", ":"))
         return hashlib.sha1(blob.encode("utf-8")).hexdigest()[:16]
 
-    def replace(self, **changes: Any) -> "RunConfig":
+    def replace(self, **changes: Any) -> RunConfig:
         """A copy with ``changes`` applied (validated again). Unknown names raise ValueError."""
         names = {f.name for f in fields(self)}
         unknown = sorted(set(changes) - names)

@@ -95,14 +95,19 @@ class SyntheticData:
         """N."""
         return int(self.y_train.shape[0])
 
-    def to(self, device=None, dtype=None) -> "SyntheticData":
+    def to(self, device=None, dtype=None) -> SyntheticData:
         """Move inputs to ``device`` / cast inputs and centres to ``dtype`` (labels stay long)."""
+
         def f(t):
             return t.to(device=device, dtype=dtype)
 
         return SyntheticData(
-            f(self.x_train), self.y_train.to(device), f(self.x_test), self.y_test.to(device),
-            f(self.centres), self.num_classes,
+            f(self.x_train),
+            self.y_train.to(device),
+            f(self.x_test),
+            self.y_test.to(device),
+            f(self.centres),
+            self.num_classes,
         )
 
 

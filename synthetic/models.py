@@ -70,8 +70,15 @@ class FreeFeatures(nn.Module):
     Shapes: ``idx`` ``(B,)`` long -> ``(B, d)``.
     """
 
-    def __init__(self, num_samples: int, d: int, *, init_scale: float = 1.0,
-                 generator: torch.Generator | None = None, dtype: torch.dtype = torch.float32) -> None:
+    def __init__(
+        self,
+        num_samples: int,
+        d: int,
+        *,
+        init_scale: float = 1.0,
+        generator: torch.Generator | None = None,
+        dtype: torch.dtype = torch.float32,
+    ) -> None:
         super().__init__()
         _check_dim("num_samples", num_samples)
         _check_dim("d", d)
@@ -87,8 +94,9 @@ class FreeFeatures(nn.Module):
 class LinearEncoder(nn.Module):
     """``h = x W + b``; ``x`` ``(B, D)`` -> ``(B, d)``."""
 
-    def __init__(self, D: int, d: int, *, generator: torch.Generator | None = None,
-                 dtype: torch.dtype = torch.float32) -> None:
+    def __init__(
+        self, D: int, d: int, *, generator: torch.Generator | None = None, dtype: torch.dtype = torch.float32
+    ) -> None:
         super().__init__()
         _check_dim("D", D)
         _check_dim("d", d)
@@ -103,8 +111,15 @@ class LinearEncoder(nn.Module):
 class MLPEncoder(nn.Module):
     """Two-layer MLP ``h = relu(x W1 + b1) W2 + b2``; ``x`` ``(B, D)`` -> ``(B, d)``."""
 
-    def __init__(self, D: int, hidden: int, d: int, *, generator: torch.Generator | None = None,
-                 dtype: torch.dtype = torch.float32) -> None:
+    def __init__(
+        self,
+        D: int,
+        hidden: int,
+        d: int,
+        *,
+        generator: torch.Generator | None = None,
+        dtype: torch.dtype = torch.float32,
+    ) -> None:
         super().__init__()
         _check_dim("D", D)
         _check_dim("hidden", hidden)
@@ -245,7 +260,9 @@ def stack_models(models: list[ContrastiveModel]) -> StackedModel:
     kinds = {type(m.backbone) for m in models}
     normalizations = {m.norm.normalization for m in models}
     if len(kinds) != 1 or len(normalizations) != 1:
-        raise ValueError(f"models must share one encoder type and normalisation, got {kinds} / {normalizations}")
+        raise ValueError(
+            f"models must share one encoder type and normalisation, got {kinds} / {normalizations}"
+        )
     shapes = {tuple(tuple(p.shape) for p in m.parameters()) for m in models}
     if len(shapes) != 1:
         raise ValueError(f"models must have identical parameter shapes, got {shapes}")
@@ -257,8 +274,10 @@ def stack_models(models: list[ContrastiveModel]) -> StackedModel:
         bb = StackedLinear(_stack([b.weight for b in bbs]).data, _stack([b.bias[None] for b in bbs]).data)
     elif kind is MLPEncoder:
         bb = StackedMLP(
-            _stack([b.w1 for b in bbs]).data, _stack([b.b1[None] for b in bbs]).data,
-            _stack([b.w2 for b in bbs]).data, _stack([b.b2[None] for b in bbs]).data,
+            _stack([b.w1 for b in bbs]).data,
+            _stack([b.b1[None] for b in bbs]).data,
+            _stack([b.w2 for b in bbs]).data,
+            _stack([b.b2[None] for b in bbs]).data,
         )
     else:
         raise ValueError(f"unsupported encoder type {kind.__name__}")

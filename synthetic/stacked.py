@@ -52,7 +52,14 @@ from theory.geometry import normalize
 from theory.options import HCL_METHODS, SETTINGS
 from theory.validation import one_of
 
-__all__ = ["VARYING_FIELDS", "stack_key", "stackable", "stack_groups", "train_stacked", "stacked_contrastive_loss"]
+__all__ = [
+    "VARYING_FIELDS",
+    "stack_key",
+    "stackable",
+    "stack_groups",
+    "train_stacked",
+    "stacked_contrastive_loss",
+]
 
 #: Similarity entries per batched loss call (runs are processed in chunks of this size).
 CHUNK_ELEMENTS = 1 << 20
@@ -141,7 +148,9 @@ def stacked_contrastive_loss(
     if not float(tau) > 0:
         raise ValueError(f"tau must be > 0, got {tau!r}")
     if z.dim() != 3 or labels.shape != z.shape[:2]:
-        raise ValueError(f"z must be (R, B, d) and labels (R, B), got {tuple(z.shape)} / {tuple(labels.shape)}")
+        raise ValueError(
+            f"z must be (R, B, d) and labels (R, B), got {tuple(z.shape)} / {tuple(labels.shape)}"
+        )
     R, B, _ = z.shape
     beta = torch.as_tensor(beta, dtype=z.dtype, device=z.device)
     if beta.shape != (R,) or bool((beta < 0).any()):
@@ -185,7 +194,7 @@ class _FusedContrastive(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, z, pos_mask, allowed, beta, tau, shift, num_pairs):  # noqa: D102
+    def forward(ctx, z, pos_mask, allowed, beta, tau, shift, num_pairs):
         S = torch.bmm(z, z.transpose(1, 2))
         a = S if tau == 1.0 else S / tau
         tilt = beta[:, None, None] * S
@@ -203,7 +212,7 @@ class _FusedContrastive(torch.autograd.Function):
 
     @staticmethod
     @torch.autograd.function.once_differentiable
-    def backward(ctx, grad_out):  # noqa: D102
+    def backward(ctx, grad_out):
         z, u, lse_u, x, posf, num_pairs = ctx.saved_tensors
         scale = (grad_out / num_pairs)[:, None, None]
         sig = torch.sigmoid(x).mul_(posf)
@@ -251,7 +260,9 @@ def _fast_path(config: RunConfig, estimator: str) -> bool:
     return config.method in HCL_METHODS and estimator == "expectation" and config.psi in ("mean", "sum")
 
 
-def _stacked_batch_loss(configs, smodel, X, Y, datas, idx, gens, betas, estimator=None, active=None) -> torch.Tensor:
+def _stacked_batch_loss(
+    configs, smodel, X, Y, datas, idx, gens, betas, estimator=None, active=None
+) -> torch.Tensor:
     """Losses of the batches ``idx`` ``(R, B)``; draws as ``train._batch_loss``.
 
     ``active``: list of R bools (default all): runs whose step is skipped neither draw nor get a
@@ -264,7 +275,9 @@ def _stacked_batch_loss(configs, smodel, X, Y, datas, idx, gens, betas, estimato
     if not _fast_path(cfg, est):
         return torch.stack(
             [
-                _train._batch_loss(configs[r], _RunView(smodel, r), datas[r], idx[r], gens[r], estimator=estimator)
+                _train._batch_loss(
+                    configs[r], _RunView(smodel, r), datas[r], idx[r], gens[r], estimator=estimator
+                )
                 for r in runs
             ]
         )
@@ -281,7 +294,9 @@ def _stacked_batch_loss(configs, smodel, X, Y, datas, idx, gens, betas, estimato
         noise_dim = cfg.embed_dim if free else cfg.input_dim
         noise = torch.stack(
             [
-                noise_like((B, noise_dim), cfg.noise_std, generator=gens[r], dtype=cfg.torch_dtype, device=idx.device)
+                noise_like(
+                    (B, noise_dim), cfg.noise_std, generator=gens[r], dtype=cfg.torch_dtype, device=idx.device
+                )
                 if r in runs
                 else torch.zeros(B, noise_dim, dtype=cfg.torch_dtype, device=idx.device)
                 for r in range(R)
@@ -302,8 +317,11 @@ def _stacked_batch_loss(configs, smodel, X, Y, datas, idx, gens, betas, estimato
     out = []
     for s in range(0, z.shape[0], chunk):
         g = None if ids is None else ids[s : s + chunk]
-        out.append(stacked_contrastive_loss(z[s : s + chunk], y[s : s + chunk], beta=betas[s : s + chunk],
-                                            positive_groups=g, **kw))
+        out.append(
+            stacked_contrastive_loss(
+                z[s : s + chunk], y[s : s + chunk], beta=betas[s : s + chunk], positive_groups=g, **kw
+            )
+        )
     return torch.cat(out)
 
 
@@ -322,7 +340,9 @@ def _stacked_metrics(configs, smodel, X, Y, datas, optima, optima_full):
                 gens.append(g)
             idx = torch.arange(N, device=device).repeat(R, 1)
             betas = torch.tensor([c.beta for c in configs], dtype=cfg.torch_dtype, device=device)
-            full = _stacked_batch_loss(configs, smodel, X, Y, datas, idx, gens, betas, estimator="expectation")
+            full = _stacked_batch_loss(
+                configs, smodel, X, Y, datas, idx, gens, betas, estimator="expectation"
+            )
             full = [float(v) for v in full]
         else:
             full = [float("nan")] * R
@@ -349,8 +369,16 @@ class _RunAdam:
     count are updated in one tensor op (all R in the usual case without skips).
     """
 
-    def __init__(self, params: list[torch.Tensor], R: int, *, lr: float, weight_decay: float,
-                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8) -> None:
+    def __init__(
+        self,
+        params: list[torch.Tensor],
+        R: int,
+        *,
+        lr: float,
+        weight_decay: float,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+    ) -> None:
         self.params, self.R = params, R
         self.lr, self.weight_decay, self.betas, self.eps = lr, weight_decay, betas, eps
         self.exp_avg = [torch.zeros_like(p, memory_format=torch.preserve_format) for p in params]
@@ -370,7 +398,7 @@ class _RunAdam:
         bias_correction1 = 1 - beta1 ** float(step)
         bias_correction2 = 1 - beta2 ** float(step)
         step_size = self.lr / bias_correction1
-        denom = (exp_avg_sq.sqrt() / bias_correction2 ** 0.5).add_(self.eps)
+        denom = (exp_avg_sq.sqrt() / bias_correction2**0.5).add_(self.eps)
         param.addcdiv_(exp_avg, denom, value=-step_size)
 
     @torch.no_grad()
@@ -420,8 +448,14 @@ def train_stacked(
         a = configs[0].to_dict()
         for c in configs[1:]:
             b = c.to_dict()
-            diff = [f.name for f in fields(RunConfig) if a[f.name] != b[f.name] and f.name not in VARYING_FIELDS]
-            if diff or configs[0].setting != c.setting or (configs[0].setting is None and configs[0].method != c.method):
+            diff = [
+                f.name for f in fields(RunConfig) if a[f.name] != b[f.name] and f.name not in VARYING_FIELDS
+            ]
+            if (
+                diff
+                or configs[0].setting != c.setting
+                or (configs[0].setting is None and configs[0].method != c.method)
+            ):
                 raise ValueError(
                     f"configs are not stackable: field(s) {diff or ['method']} differ "
                     f"({configs[0].key()} vs {c.key()})"
@@ -476,6 +510,10 @@ def train_stacked(
         if epoch in record_at:
             n_skipped = skip.sum(dim=0)
             mean_loss = (total / (skip.shape[0] - n_skipped)).tolist()
-            for r, (metrics, mu) in enumerate(_stacked_metrics(configs, smodel, X, Y, datas, optima, optima_full)):
-                records[r].append(_train._record(configs[r], epoch, mean_loss[r], int(n_skipped[r]), metrics, mu))
+            for r, (metrics, mu) in enumerate(
+                _stacked_metrics(configs, smodel, X, Y, datas, optima, optima_full)
+            ):
+                records[r].append(
+                    _train._record(configs[r], epoch, mean_loss[r], int(n_skipped[r]), metrics, mu)
+                )
     return [_train._assemble(c, rec) for c, rec in zip(configs, records)]

@@ -64,9 +64,7 @@ def _as_folder(folder: str | os.PathLike) -> Path:
 
 def _check_key(key: str) -> str:
     if not isinstance(key, str) or not _KEY_RE.match(key):
-        raise ValueError(
-            f"key must be 1-128 characters from [A-Za-z0-9_-] (a config hash), got {key!r}"
-        )
+        raise ValueError(f"key must be 1-128 characters from [A-Za-z0-9_-] (a config hash), got {key!r}")
     return key
 
 
@@ -140,9 +138,7 @@ def temp_files(folder: str | os.PathLike) -> list[Path]:
     found: list[Path] = []
     for sub in (base, base / RUNS_SUBDIR):
         if sub.is_dir():
-            found.extend(
-                p for p in sub.iterdir() if p.name.startswith(".") and p.name.endswith(_TEMP_SUFFIX)
-            )
+            found.extend(p for p in sub.iterdir() if p.name.startswith(".") and p.name.endswith(_TEMP_SUFFIX))
     return sorted(found)
 
 
@@ -175,7 +171,9 @@ def config_columns(frame: pd.DataFrame) -> list[str]:
 
 def _to_csv(frame: pd.DataFrame) -> str:
     # float32 (and float16) columns are widened first: their float64 repr reads back exactly.
-    narrow = [c for c in frame.columns if pd.api.types.is_float_dtype(frame[c]) and frame[c].dtype.itemsize < 8]
+    narrow = [
+        c for c in frame.columns if pd.api.types.is_float_dtype(frame[c]) and frame[c].dtype.itemsize < 8
+    ]
     if narrow:
         frame = frame.astype({c: "float64" for c in narrow})
     buf = io.StringIO()
@@ -260,9 +258,7 @@ def sort_table(table: pd.DataFrame) -> pd.DataFrame:
             return s
         return s.map(lambda v: "" if v is None or (isinstance(v, float) and v != v) else str(v))
 
-    return table.sort_values(cols, key=_key, kind="mergesort", na_position="last").reset_index(
-        drop=True
-    )
+    return table.sort_values(cols, key=_key, kind="mergesort", na_position="last").reset_index(drop=True)
 
 
 def load_table(folder: str | os.PathLike, keys: Iterable[str] | None = None) -> pd.DataFrame:

@@ -55,7 +55,6 @@ import math
 import os
 import sys
 import time
-import tomllib
 import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -63,6 +62,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import tomllib
 
 from synthetic import store
 
@@ -119,7 +119,7 @@ SUMMARY_METRICS = (
 
 
 def _default_config_cls():
-    from synthetic.config import RunConfig  # noqa: PLC0415 (import on use: optional at import)
+    from synthetic.config import RunConfig
 
     return RunConfig
 
@@ -204,9 +204,7 @@ def _check_disjoint(spec: dict, source: str) -> None:
     for i, g in enumerate(spec["groups"]):
         clash = set(g) & (base | axes)
         if clash:
-            raise ValueError(
-                f"grid {source}: fields {sorted(clash)} of group {i} also given in base or axes"
-            )
+            raise ValueError(f"grid {source}: fields {sorted(clash)} of group {i} also given in base or axes")
 
 
 def apply_scale(spec: dict, scale: str = "default", *, source: str = "<grid>") -> dict:
@@ -372,8 +370,7 @@ def load_grid(
             path = grid_files()[str(grid)]
         if not path.is_file():
             raise ValueError(
-                f"grid {str(grid)!r} is neither a TOML file nor a shipped grid "
-                f"({sorted(grid_files())})"
+                f"grid {str(grid)!r} is neither a TOML file nor a shipped grid ({sorted(grid_files())})"
             )
         source = str(path)
         try:
@@ -449,19 +446,21 @@ class SweepSummary:
 
 
 def _default_runner():
-    from synthetic.train import train_run  # noqa: PLC0415
+    from synthetic.train import train_run
 
     return train_run
 
 
 def _find_stacking():
     """(group_fn, stacked_fn) of synthetic.stacked; import errors propagate."""
-    from synthetic.stacked import stack_groups, train_stacked  # noqa: PLC0415
+    from synthetic.stacked import stack_groups, train_stacked
 
     return stack_groups, train_stacked
 
 
-def _execute(task: list, runner: Callable | None, stacked_runner: Callable | None, threads: int | None = 1) -> list:
+def _execute(
+    task: list, runner: Callable | None, stacked_runner: Callable | None, threads: int | None = 1
+) -> list:
     """Run one task (a list of configs); return ``[(key, frame or None, error or None)]``.
 
     Runs in a worker (joblib process or dask worker); never raises so that one failing run does
@@ -472,7 +471,7 @@ def _execute(task: list, runner: Callable | None, stacked_runner: Callable | Non
     keys = [c.key() for c in task]
     old_threads = None
     if threads is not None:
-        import torch  # noqa: PLC0415
+        import torch
 
         old_threads = torch.get_num_threads()
         torch.set_num_threads(threads)
@@ -496,7 +495,7 @@ def _run_single(config: Any, k: str, runner: Callable | None, note: str = "") ->
         f = fn(config)
         _check_frame(k, f)
         return (k, f, None)
-    except Exception:  # noqa: BLE001 (reported per run by run_sweep)
+    except Exception:
         return (k, None, note + traceback.format_exc())
 
 
@@ -516,7 +515,7 @@ def _execute_inner(task: list, keys: list, runner: Callable | None, stacked_runn
             for k, f in zip(keys, frames):
                 _check_frame(k, f)
             return [(k, f, None) for k, f in zip(keys, frames)]
-        except Exception:  # noqa: BLE001
+        except Exception:
             last = traceback.format_exc().strip().splitlines()[-1]
             note = f"(stacked training of {len(task)} runs failed: {last}; this run then failed alone)\n"
     return [_run_single(c, k, runner, note) for c, k in zip(task, keys)]
@@ -633,7 +632,7 @@ def run_sweep(
 
     if progress is None:
         progress = bool(getattr(sys.stderr, "isatty", lambda: False)())
-    from tqdm.auto import tqdm  # noqa: PLC0415
+    from tqdm.auto import tqdm
 
     bar = tqdm(total=len(pending), unit="run", desc="sweep", disable=not progress, dynamic_ncols=True)
     failures: dict[str, str] = {}
@@ -659,7 +658,7 @@ def run_sweep(
         elif scheduler is not None:
             _run_dask(tasks, scheduler, runner, s_runner, threads, _store)
         else:
-            from joblib import Parallel, delayed  # noqa: PLC0415
+            from joblib import Parallel, delayed
 
             par = Parallel(n_jobs=n_jobs, return_as="generator_unordered")
             for result in par(delayed(_execute)(t, runner, s_runner, threads) for t in tasks):
@@ -686,7 +685,7 @@ def run_sweep(
 
 
 def _run_dask(tasks: list, scheduler: Any, runner, s_runner, threads, on_result: Callable) -> None:
-    from distributed import Client, as_completed  # noqa: PLC0415
+    from distributed import Client, as_completed
 
     own = not isinstance(scheduler, Client)
     if own and not isinstance(scheduler, str):
@@ -848,7 +847,10 @@ CLAIMS = {
     "S2": ("UCL reaches NC with label positives, not with additive-noise positives.", "s2_ucl_positives"),
     "S3": ("HUCL does not reach NC; its ETF deviation grows with beta.", "s3_hucl_beta"),
     "S4": ("Without normalisation, random and hard negatives end in DC, not NC.", "s4_no_normalisation"),
-    "R5": ("NC is reached for batch sizes 64-512; batch size 32 hinders NC with many classes.", "r5_batch_size"),
+    "R5": (
+        "NC is reached for batch sizes 64-512; batch size 32 hinders NC with many classes.",
+        "r5_batch_size",
+    ),
 }
 
 
@@ -881,7 +883,11 @@ def _claim_rows(table: pd.DataFrame, claim: str, grid: str | None = None) -> pd.
     elif claim == "S2":
         sel = (method == "UCL") & norm.isin(["ball", "sphere"])
     elif claim == "S3":
-        sel = method.isin(["UCL", "HUCL"]) & norm.isin(["ball", "sphere"]) & (_col(table, "positives", "label") == "label")
+        sel = (
+            method.isin(["UCL", "HUCL"])
+            & norm.isin(["ball", "sphere"])
+            & (_col(table, "positives", "label") == "label")
+        )
     elif claim == "S4":
         sel = norm == "none"
     else:
@@ -976,7 +982,9 @@ def evaluate_claims(table: pd.DataFrame) -> pd.DataFrame:
     for claim, (statement, _grid) in CLAIMS.items():
         d_claim = details[details["claim"] == claim] if len(details) else details
         if len(d_claim) == 0:
-            rows.append(dict(claim=claim, grid="", statement=statement, n_runs=0, measured="", verdict="no data"))
+            rows.append(
+                dict(claim=claim, grid="", statement=statement, n_runs=0, measured="", verdict="no data")
+            )
             continue
         for grid in _claim_grids(table, claim):
             d = d_claim if grid is None else d_claim[d_claim["grid"] == grid]
@@ -987,10 +995,16 @@ def evaluate_claims(table: pd.DataFrame) -> pd.DataFrame:
             empty = [c for c in _setting_cols(d) if d[c].isna().all()]  # other grids' columns
             d = d.drop(columns=empty)
             verdict, measured = _JUDGES[claim](d, sel)
-            rows.append(dict(
-                claim=claim, grid=grid or "", statement=statement, n_runs=int(sel[store.RUN_KEY].nunique()),
-                measured=measured, verdict=verdict,
-            ))
+            rows.append(
+                dict(
+                    claim=claim,
+                    grid=grid or "",
+                    statement=statement,
+                    n_runs=int(sel[store.RUN_KEY].nunique()),
+                    measured=measured,
+                    verdict=verdict,
+                )
+            )
     return pd.DataFrame(rows)
 
 
@@ -1040,7 +1054,7 @@ def _judge_s3(d: pd.DataFrame, rows: pd.DataFrame) -> tuple[str, str]:
     setting grows and no HUCL setting is NC; "not reproduced" when no setting grows and some
     HUCL setting is NC; else "partly reproduced".
     """
-    from scipy.stats import spearmanr  # noqa: PLC0415
+    from scipy.stats import spearmanr
 
     if "beta" not in d.columns:
         return "no data", "needs HUCL runs at two or more betas > 0. " + _listing(d)
@@ -1061,7 +1075,9 @@ def _judge_s3(d: pd.DataFrame, rows: pd.DataFrame) -> tuple[str, str]:
         if hucl["beta"].nunique() < 2:
             parts.append(f"[{label}] {curve}; fewer than two HUCL betas: trend not judged")
             continue
-        h = hucl.groupby("beta", sort=True).agg(etf=("etf_mean_mean", "mean"), sd=("etf_mean_std", _pooled_std))
+        h = hucl.groupby("beta", sort=True).agg(
+            etf=("etf_mean_mean", "mean"), sd=("etf_mean_std", _pooled_std)
+        )
         betas, etf = h.index.to_numpy(dtype=float), h["etf"].to_numpy(dtype=float)
         if np.ptp(etf) == 0:
             rho = 0.0  # flat: no trend (Spearman is undefined for a constant input)
@@ -1073,7 +1089,9 @@ def _judge_s3(d: pd.DataFrame, rows: pd.DataFrame) -> tuple[str, str]:
         n_judged += 1
         n_grow += grows
         nc_txt = ", ".join(f"{b:g}" for b in nc_here) or "none"
-        parts.append(f"[{label}] {curve}; HUCL Spearman rho={rho:.2f}, grows: {grows}; HUCL NC at beta: {nc_txt}")
+        parts.append(
+            f"[{label}] {curve}; HUCL Spearman rho={rho:.2f}, grows: {grows}; HUCL NC at beta: {nc_txt}"
+        )
     if n_judged == 0:
         return "no data", "needs HUCL runs at two or more betas > 0. " + "; ".join(parts)
     all_grow, no_nc = n_grow == n_judged, not nc_betas
@@ -1108,7 +1126,9 @@ def _judge_s4(d: pd.DataFrame, rows: pd.DataFrame) -> tuple[str, str]:
         )
         rank = _class_mean_rank(last)
         if rank is not None:
-            text += f"class-mean effective rank {_pm(float(rank.mean()), float(rank.std(ddof=1)))} (ETF: C-1). "
+            text += (
+                f"class-mean effective rank {_pm(float(rank.mean()), float(rank.std(ddof=1)))} (ETF: C-1). "
+            )
     metrics = ["etf_mean", "within_class_variation", "spectrum_min", "effective_rank", "mean_norm"]
     text += _listing(d, [m for m in metrics if f"{m}_mean" in d.columns])
     if dc is None:
@@ -1127,7 +1147,11 @@ def _judge_r5(d: pd.DataFrame, rows: pd.DataFrame) -> tuple[str, str]:
     worst_large = float(large["etf_mean_mean"].max())
     margin = 2 * _pooled_std(list(small["etf_mean_std"]) + list(large["etf_mean_std"]))
     small_worse = bool((~small["nc"]).all() or (small["etf_mean_mean"] > worst_large + margin).all())
-    verdict = "reproduced" if large_nc and small_worse else ("partly reproduced" if large_nc or small_worse else "not reproduced")
+    verdict = (
+        "reproduced"
+        if large_nc and small_worse
+        else ("partly reproduced" if large_nc or small_worse else "not reproduced")
+    )
     g = d.groupby("batch_size", sort=True)[["etf_mean_mean", "within_class_variation_mean"]].mean()
     trend = ", ".join(
         f"b={int(b)}: etf {e:.3g}, wcv {w:.3g}"

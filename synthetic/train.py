@@ -226,7 +226,11 @@ def collapse_metrics(
         }
         if test_z is not None and test_labels is not None and test_z.shape[0] > 0:
             out["ncm_acc"] = _safe(
-                col.ncm_accuracy, z, labels, test_z.detach().to(torch.float64), test_labels,
+                col.ncm_accuracy,
+                z,
+                labels,
+                test_z.detach().to(torch.float64),
+                test_labels,
                 num_classes=num_classes,
             )
         else:
@@ -274,7 +278,6 @@ def _skipped_batches(config: RunConfig, labels: torch.Tensor) -> torch.Tensor:
     if config.setting != "supervised":
         return torch.zeros(labels.shape[:-1], dtype=torch.bool, device=labels.device)
     return labels.amax(dim=-1) == labels.amin(dim=-1)
-
 
 
 def _two_view_loss(config: RunConfig, z1: torch.Tensor, z2: torch.Tensor) -> torch.Tensor:
@@ -347,7 +350,9 @@ def _embed(config: RunConfig, model, data) -> tuple[torch.Tensor, torch.Tensor |
     return model(data.x_train), (model(data.x_test) if data.x_test.shape[0] > 0 else None)
 
 
-def _row_metrics(config: RunConfig, model, data, optimum: float, optimum_full: float) -> tuple[dict, np.ndarray]:
+def _row_metrics(
+    config: RunConfig, model, data, optimum: float, optimum_full: float
+) -> tuple[dict, np.ndarray]:
     with torch.no_grad():
         z, zt = _embed(config, model, data)
         metrics, mu = collapse_metrics(z, data.y_train, config.num_classes, zt, data.y_test)
@@ -392,14 +397,21 @@ def _assemble(config: RunConfig, records: list[dict]) -> pd.DataFrame:
 
 
 def _record(config: RunConfig, epoch: int, loss: float, skipped: int, metrics: dict, mu: np.ndarray) -> dict:
-    r = {"epoch": epoch, "loss": loss, "skipped_steps": skipped, "gap_to_optimum": loss - metrics["optimum"],
-         **metrics}
+    r = {
+        "epoch": epoch,
+        "loss": loss,
+        "skipped_steps": skipped,
+        "gap_to_optimum": loss - metrics["optimum"],
+        **metrics,
+    }
     if config.record_means:
         r["class_means"] = json.dumps(mu.tolist())
     return r
 
 
-def train_run(config: RunConfig, *, progress: bool = False, device: str | torch.device = "cpu") -> pd.DataFrame:
+def train_run(
+    config: RunConfig, *, progress: bool = False, device: str | torch.device = "cpu"
+) -> pd.DataFrame:
     """Train one run with Adam and return its per-epoch table (see the module docstring).
 
     Args:

@@ -30,20 +30,35 @@ def build_parser() -> argparse.ArgumentParser:
             "and exits with status 1 if any check fails."
         ),
     )
-    parser.add_argument("--quick", action="store_true",
-                        help="fewer random instances, smaller Monte Carlo samples and fewer convex programs "
-                             "(about 3x faster; same checks)")
-    parser.add_argument("--seed", type=int, default=0,
-                        help="seed of every random instance and Monte Carlo draw (default 0); same seed, same table")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="fewer random instances, smaller Monte Carlo samples and fewer convex programs "
+        "(about 3x faster; same checks)",
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of every random instance and Monte Carlo draw (default 0); same seed, same table",
+    )
     parser.add_argument("--brief", action="store_true", help="print only the one-row-per-claim table")
-    parser.add_argument("--timing", action="store_true", help="print the time of each group of checks to stderr")
+    parser.add_argument(
+        "--timing", action="store_true", help="print the time of each group of checks to stderr"
+    )
     fmt = parser.add_mutually_exclusive_group()
-    fmt.add_argument("--json", action="store_true",
-                     help="print the claim records as JSON (theory.claims.to_json: id, statement, verdict, "
-                          "sub-checks with their evidence, setting, command) instead of the table")
-    fmt.add_argument("--csv", action="store_true",
-                     help="print one CSV row per sub-check (theory.claims.to_csv) instead of the table; "
-                          "with --brief one row per claim")
+    fmt.add_argument(
+        "--json",
+        action="store_true",
+        help="print the claim records as JSON (theory.claims.to_json: id, statement, verdict, "
+        "sub-checks with their evidence, setting, command) instead of the table",
+    )
+    fmt.add_argument(
+        "--csv",
+        action="store_true",
+        help="print one CSV row per sub-check (theory.claims.to_csv) instead of the table; "
+        "with --brief one row per claim",
+    )
     return parser
 
 
@@ -67,8 +82,10 @@ def main(argv: list[str] | None = None) -> int:
         print(format_table(claims, subchecks=not args.brief))
         n_sub = sum(len(c.subchecks) for c in claims)
         status = "ALL PASS" if passed else "SOME CHECKS FAILED"
-        print(f"\n{status} ({n_sub} sub-checks, {time.perf_counter() - t0:.1f} s, seed {args.seed}"
-              f"{', quick' if args.quick else ''})")
+        print(
+            f"\n{status} ({n_sub} sub-checks, {time.perf_counter() - t0:.1f} s, seed {args.seed}"
+            f"{', quick' if args.quick else ''})"
+        )
     return 0 if passed else 1
 
 

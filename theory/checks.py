@@ -56,15 +56,27 @@ def run_groups(
     ids = [cid for cid in CHECK_IDS if any(cid in g[1] for g in groups)]
     ids += [cid for g in groups for cid in g[1] if cid not in ids]  # ids outside the catalogue order
     subs: dict[str, list[SubCheck]] = {cid: [] for cid in ids}
-    for title, claim_ids, fn in tqdm(groups, desc="theory checks", disable=not sys.stderr.isatty(), leave=False):
+    for title, claim_ids, fn in tqdm(
+        groups, desc="theory checks", disable=not sys.stderr.isatty(), leave=False
+    ):
         t0 = time.perf_counter()
         out: list[tuple[str, SubCheck]] = []
         try:
             fn(out, quick, seed)
-        except Exception as exc:  # noqa: BLE001 - reported as a FAIL sub-check
+        except Exception as exc:
             for cid in claim_ids:
-                out.append((cid, SubCheck.tolerance(f"{title} raised {type(exc).__name__}: {exc}", math.inf, 0.0,
-                                                    kind="error", instances=0)))
+                out.append(
+                    (
+                        cid,
+                        SubCheck.tolerance(
+                            f"{title} raised {type(exc).__name__}: {exc}",
+                            math.inf,
+                            0.0,
+                            kind="error",
+                            instances=0,
+                        ),
+                    )
+                )
         for cid, sub in out:
             subs.setdefault(cid, []).append(sub)
         if progress:
@@ -89,7 +101,8 @@ def run_checks(quick: bool = False, seed: int = 0, progress: bool = False) -> li
     setting = {"scale": "quick" if quick else "full", "seed": seed}
     for cid in CHECK_IDS:
         if cid not in claims:
-            claims[cid] = Claim(cid, Verdict.FAIL, setting=setting, command=command(quick, seed),
-                                notes="no check ran")
+            claims[cid] = Claim(
+                cid, Verdict.FAIL, setting=setting, command=command(quick, seed), notes="no check ran"
+            )
     order = list(CHECK_IDS) + [cid for cid in claims if cid not in CHECK_IDS]
     return [claims[cid] for cid in order]

@@ -282,8 +282,9 @@ class SubCheck:
             severity = violation / tol if tol > 0 else (violation if passed else math.inf)
         label = "max err" if kind == "error" else "min gap"
         ev = (Evidence(label, value, tol, "tol"), *evidence)
-        return cls(what, Verdict.PASS if passed else Verdict.FAIL, ev, instances, dict(setting or {}),
-                   note, severity)
+        return cls(
+            what, Verdict.PASS if passed else Verdict.FAIL, ev, instances, dict(setting or {}), note, severity
+        )
 
     @property
     def passed(self) -> bool:
@@ -305,8 +306,15 @@ class SubCheck:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> SubCheck:
         """Inverse of :meth:`to_dict`."""
-        return cls(d["what"], d["verdict"], d.get("evidence", ()), d.get("instances", 0),
-                   d.get("setting") or {}, d.get("note", ""), d.get("severity"))
+        return cls(
+            d["what"],
+            d["verdict"],
+            d.get("evidence", ()),
+            d.get("instances", 0),
+            d.get("setting") or {},
+            d.get("note", ""),
+            d.get("severity"),
+        )
 
 
 @dataclass(frozen=True)
@@ -336,33 +344,98 @@ CATALOGUE: dict[str, CatalogueEntry] = _entries(
     ("T7", "HUCL at NC: q(beta) formula, above L*_UCL", "hcl", "check", "theory"),
     ("T8", "batched losses: Harris per batch, NC batch = L*", "hcl", "check", "theory"),
     ("W-law", "Weibull top-1: P(j) = q_j^-b / sum q_k^-b", "weince", "check", "theory"),
-    ("S1", "With ball or sphere normalisation, SCL and HSCL reach NC for every beta", "hcl", "claim",
-     "synthetic"),
-    ("S2", "UCL reaches NC with label positives, not with additive-noise positives", "hcl", "claim",
-     "synthetic"),
+    (
+        "S1",
+        "With ball or sphere normalisation, SCL and HSCL reach NC for every beta",
+        "hcl",
+        "claim",
+        "synthetic",
+    ),
+    (
+        "S2",
+        "UCL reaches NC with label positives, not with additive-noise positives",
+        "hcl",
+        "claim",
+        "synthetic",
+    ),
     ("S3", "HUCL does not reach NC; its ETF deviation grows with beta", "hcl", "claim", "synthetic"),
-    ("S4", "Without normalisation, random and hard negatives end in Dimensional Collapse, not NC",
-     "hcl", "claim", "synthetic"),
-    ("R1", "CIFAR-100: beta = 5 and 10 raise NCM accuracy by over 40 points over SCL/UCL", "hcl",
-     "claim", "realdata"),
-    ("R2", "Supervised: more hardness brings the representation closer to NC; SCL ends in DC", "hcl",
-     "claim", "realdata"),
-    ("R3", "Unsupervised: beta = 5 is best; larger beta gives worse NC and more DC", "hcl", "claim",
-     "realdata"),
-    ("R4", "Near-NC initialisation: SCL/HSCL keep NC; HUCL at beta 10, 30 drifts away into DC", "hcl",
-     "claim", "synthetic"),
-    ("R5", "NC is reached for batch sizes 64-512; batch size 32 hinders NC with many classes", "hcl",
-     "claim", "synthetic"),
-    ("W1", "POT fits to negative-similarity tails of trained encoders give GPD shape xi < 0", "weince",
-     "claim", "realdata"),
-    ("W2", "Likelihood link selection in the T_lambda family gives lambda-hat clearly > 0", "weince",
-     "claim", "realdata"),
-    ("W3", "WeiNCE beats InfoNCE in frozen-feature evaluation (CIFAR-100, ResNet-18)", "weince",
-     "claim", "realdata"),
-    ("W4", "WeiNCE adds no trainable parameters and negligible step-time overhead", "weince", "claim",
-     "realdata"),
-    ("W5", "Synthetic noise floor: softmax keeps a bias floor, the Weibit MSE is about c/n", "weince",
-     "claim", "theory"),
+    (
+        "S4",
+        "Without normalisation, random and hard negatives end in Dimensional Collapse, not NC",
+        "hcl",
+        "claim",
+        "synthetic",
+    ),
+    (
+        "R1",
+        "CIFAR-100: beta = 5 and 10 raise NCM accuracy by over 40 points over SCL/UCL",
+        "hcl",
+        "claim",
+        "realdata",
+    ),
+    (
+        "R2",
+        "Supervised: more hardness brings the representation closer to NC; SCL ends in DC",
+        "hcl",
+        "claim",
+        "realdata",
+    ),
+    (
+        "R3",
+        "Unsupervised: beta = 5 is best; larger beta gives worse NC and more DC",
+        "hcl",
+        "claim",
+        "realdata",
+    ),
+    (
+        "R4",
+        "Near-NC initialisation: SCL/HSCL keep NC; HUCL at beta 10, 30 drifts away into DC",
+        "hcl",
+        "claim",
+        "synthetic",
+    ),
+    (
+        "R5",
+        "NC is reached for batch sizes 64-512; batch size 32 hinders NC with many classes",
+        "hcl",
+        "claim",
+        "synthetic",
+    ),
+    (
+        "W1",
+        "POT fits to negative-similarity tails of trained encoders give GPD shape xi < 0",
+        "weince",
+        "claim",
+        "realdata",
+    ),
+    (
+        "W2",
+        "Likelihood link selection in the T_lambda family gives lambda-hat clearly > 0",
+        "weince",
+        "claim",
+        "realdata",
+    ),
+    (
+        "W3",
+        "WeiNCE beats InfoNCE in frozen-feature evaluation (CIFAR-100, ResNet-18)",
+        "weince",
+        "claim",
+        "realdata",
+    ),
+    (
+        "W4",
+        "WeiNCE adds no trainable parameters and negligible step-time overhead",
+        "weince",
+        "claim",
+        "realdata",
+    ),
+    (
+        "W5",
+        "Synthetic noise floor: softmax keeps a bias floor, the Weibit MSE is about c/n",
+        "weince",
+        "claim",
+        "theory",
+    ),
 )
 
 CHECK_IDS: tuple[str, ...] = tuple(k for k, e in CATALOGUE.items() if e.kind == "check")
@@ -429,8 +502,11 @@ class Claim:
             )
         object.__setattr__(self, "verdict", v)
         object.__setattr__(self, "evidence", _as_evidence(self.evidence))
-        object.__setattr__(self, "subchecks", tuple(
-            s if isinstance(s, SubCheck) else SubCheck.from_dict(s) for s in self.subchecks))
+        object.__setattr__(
+            self,
+            "subchecks",
+            tuple(s if isinstance(s, SubCheck) else SubCheck.from_dict(s) for s in self.subchecks),
+        )
         object.__setattr__(self, "setting", _as_setting(self.setting))
         object.__setattr__(self, "figures", tuple(str(f) for f in self.figures))
         if not self.statement:
@@ -495,21 +571,41 @@ class Claim:
         if not isinstance(d, Mapping) or "id" not in d or "verdict" not in d:
             raise ValueError("a claim record needs at least 'id' and 'verdict'")
         return cls(
-            d["id"], d["verdict"], d.get("evidence", ()), d.get("subchecks", ()), d.get("setting") or {},
-            d.get("command", ""), d.get("criterion", ""), tuple(d.get("figures", ())),
-            d.get("statement", ""), d.get("notes", ""),
+            d["id"],
+            d["verdict"],
+            d.get("evidence", ()),
+            d.get("subchecks", ()),
+            d.get("setting") or {},
+            d.get("command", ""),
+            d.get("criterion", ""),
+            tuple(d.get("figures", ())),
+            d.get("statement", ""),
+            d.get("notes", ""),
         )
 
 
-def not_run(claim_id: str, command: str, *, setting: Mapping[str, Any] | None = None,
-            criterion: str = "", notes: str = "") -> Claim:
+def not_run(
+    claim_id: str,
+    command: str,
+    *,
+    setting: Mapping[str, Any] | None = None,
+    criterion: str = "",
+    notes: str = "",
+) -> Claim:
     """A NOT RUN record carrying the command that would produce the missing results."""
-    return Claim(claim_id, Verdict.NOT_RUN, setting=dict(setting or {}), command=command,
-                 criterion=criterion, notes=notes)
+    return Claim(
+        claim_id,
+        Verdict.NOT_RUN,
+        setting=dict(setting or {}),
+        command=command,
+        criterion=criterion,
+        notes=notes,
+    )
 
 
 def to_json(claims: Iterable[Claim], *, indent: int | None = 2) -> str:
     """JSON array of :meth:`Claim.to_dict` records (NaN and inf written as strings)."""
+
     def clean(x: Any) -> Any:
         if isinstance(x, float) and not math.isfinite(x):  # JSON has no NaN / inf
             return str(x)
@@ -540,7 +636,9 @@ def from_json(text: str) -> list[Claim]:
 
     def unclean(x: Any) -> Any:  # the non-finite numbers to_json wrote as strings
         if isinstance(x, dict):
-            return {k: (float(v) if k in _NUMERIC and isinstance(v, str) else unclean(v)) for k, v in x.items()}
+            return {
+                k: (float(v) if k in _NUMERIC and isinstance(v, str) else unclean(v)) for k, v in x.items()
+            }
         if isinstance(x, list):
             return [unclean(v) for v in x]
         return x
@@ -569,23 +667,51 @@ def to_frame(claims: Iterable[Claim], *, subchecks: bool = False) -> Any:
     for c in claims:
         if subchecks:
             for s in c.subchecks:
-                rows.append({
-                    "id": c.id, "what": s.what, "verdict": s.verdict.value,
-                    "evidence": _evidence_text(s.evidence), "setting": _setting_text(s.setting),
-                    "instances": s.instances, "note": s.note,
-                })
+                rows.append(
+                    {
+                        "id": c.id,
+                        "what": s.what,
+                        "verdict": s.verdict.value,
+                        "evidence": _evidence_text(s.evidence),
+                        "setting": _setting_text(s.setting),
+                        "instances": s.instances,
+                        "note": s.note,
+                    }
+                )
             continue
         w = c.worst()
-        rows.append({
-            "id": c.id, "statement": c.statement, "verdict": c.verdict.value,
-            "evidence": _evidence_text(c.evidence), "setting": _setting_text(c.setting),
-            "command": c.command, "criterion": c.criterion, "figures": " ".join(c.figures),
-            "checks": len(c.subchecks), "instances": c.instances,
-            "worst": _evidence_text(w.evidence[:1]) if w is not None and w.evidence else "",
-        })
-    cols = (["id", "what", "verdict", "evidence", "setting", "instances", "note"] if subchecks else
-            ["id", "statement", "verdict", "evidence", "setting", "command", "criterion", "figures",
-             "checks", "instances", "worst"])
+        rows.append(
+            {
+                "id": c.id,
+                "statement": c.statement,
+                "verdict": c.verdict.value,
+                "evidence": _evidence_text(c.evidence),
+                "setting": _setting_text(c.setting),
+                "command": c.command,
+                "criterion": c.criterion,
+                "figures": " ".join(c.figures),
+                "checks": len(c.subchecks),
+                "instances": c.instances,
+                "worst": _evidence_text(w.evidence[:1]) if w is not None and w.evidence else "",
+            }
+        )
+    cols = (
+        ["id", "what", "verdict", "evidence", "setting", "instances", "note"]
+        if subchecks
+        else [
+            "id",
+            "statement",
+            "verdict",
+            "evidence",
+            "setting",
+            "command",
+            "criterion",
+            "figures",
+            "checks",
+            "instances",
+            "worst",
+        ]
+    )
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -599,27 +725,41 @@ def to_csv(claims: Iterable[Claim], *, subchecks: bool = False) -> str:
 
 def format_table(claims: Iterable[Claim], *, subchecks: bool = True) -> str:
     """Plain-text table: one row per claim (id, statement, checks, instances, worst, verdict),
-    then one line per sub-check when ``subchecks``."""
+    then one line per sub-check when ``subchecks``.
+    """
     claims = list(claims)
-    head = (f"{'claim':6} {'statement':48} {'checks':>8} {'instances':>10}  "
-            f"{'worst (sub-check nearest its tolerance)':40} result")
+    head = (
+        f"{'claim':6} {'statement':48} {'checks':>8} {'instances':>10}  "
+        f"{'worst (sub-check nearest its tolerance)':40} result"
+    )
     lines = [head, "-" * len(head)]
     for c in claims:
         w = c.worst()
         worst = "-"
         if w is not None and w.evidence:
             e = w.evidence[0]
-            worst = (f"{e.label} {e.value:.2e} (tol {e.spread:.0e})" if e.spread_kind == "tol" and e.spread is not None
-                     else e.text())
+            worst = (
+                f"{e.label} {e.value:.2e} (tol {e.spread:.0e})"
+                if e.spread_kind == "tol" and e.spread is not None
+                else e.text()
+            )
         checks = f"{len(c.subchecks)} checks" if c.subchecks else "no check ran"
-        lines.append(f"{c.id:6} {c.statement[:48]:48} {checks:>8} {c.instances:>10}  {worst:40} {c.verdict.value}")
+        lines.append(
+            f"{c.id:6} {c.statement[:48]:48} {checks:>8} {c.instances:>10}  {worst:40} {c.verdict.value}"
+        )
     if subchecks:
         lines += ["", "sub-checks:"]
         for c in claims:
             for s in c.subchecks:
                 e = s.evidence[0] if s.evidence else None
                 val = f"{e.label} {e.value:.2e}" if e is not None else ""
-                tol = f"tol {e.spread:.0e}" if e is not None and e.spread_kind == "tol" and e.spread is not None else ""
+                tol = (
+                    f"tol {e.spread:.0e}"
+                    if e is not None and e.spread_kind == "tol" and e.spread is not None
+                    else ""
+                )
                 note = f"  [{s.note}]" if s.note else ""
-                lines.append(f"  {c.id:6} {s.verdict.value:4}  {val:20} {tol:9}  n={s.instances:<8} {s.what}{note}")
+                lines.append(
+                    f"  {c.id:6} {s.verdict.value:4}  {val:20} {tol:9}  n={s.instances:<8} {s.what}{note}"
+                )
     return "\n".join(lines)

@@ -106,9 +106,7 @@ def simplex_etf(
     if not isinstance(C, int) or C < 2:
         raise ValueError(f"num_classes must be an integer >= 2, got {C!r}")
     if not isinstance(d, int) or d < C - 1:
-        raise ValueError(
-            f"d must be an integer >= num_classes - 1 = {C - 1} for a simplex ETF, got {d!r}"
-        )
+        raise ValueError(f"d must be an integer >= num_classes - 1 = {C - 1} for a simplex ETF, got {d!r}")
     # Orthonormal basis of 1^perp in R^C: Helmert-style via QR of the centred identity.
     centred = torch.eye(C, dtype=torch.float64) - 1.0 / C
     q, _ = torch.linalg.qr(centred)  # first C-1 columns span 1^perp

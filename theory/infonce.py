@@ -64,7 +64,9 @@ def two_view_candidates(
     return S, torch.gather(S, 1, _candidate_index(N, z.device))
 
 
-def info_nce(z1: torch.Tensor, z2: torch.Tensor, tau: float = WEINCE_TAU, *, normalize: bool = True) -> torch.Tensor:
+def info_nce(
+    z1: torch.Tensor, z2: torch.Tensor, tau: float = WEINCE_TAU, *, normalize: bool = True
+) -> torch.Tensor:
     """Two-view InfoNCE / NT-Xent (SimCLR, Chen et al. 2020).
 
     ``L = mean_i -log( exp(S[i,p(i)]/tau) / sum_{k != i} exp(S[i,k]/tau) )`` over the ``2N``

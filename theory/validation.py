@@ -82,8 +82,10 @@ def real(
     except (TypeError, ValueError, RuntimeError) as exc:  # RuntimeError: multi-element tensors
         raise ValueError(f"{name} must be a real number, got {value!r}") from exc
     if math.isnan(v):
-        raise ValueError(f"{name} must be a {'real number (not NaN)' if allow_inf else 'finite real number'}, "
-                         f"got {value!r}")
+        raise ValueError(
+            f"{name} must be a {'real number (not NaN)' if allow_inf else 'finite real number'}, "
+            f"got {value!r}"
+        )
     if math.isinf(v) and not allow_inf:
         raise ValueError(f"{name} must be a finite real number, got {value!r}")
     if (lo is not None and (v < lo or (lo_open and v == lo))) or (
@@ -185,9 +187,7 @@ def as_labels(labels, B: int, device, num_classes: int | None = None) -> torch.T
     if B and int(labels.min()) < 0:
         raise ValueError(f"labels must be >= 0, got min {int(labels.min())}")
     if num_classes is not None and B and int(labels.max()) >= num_classes:
-        raise ValueError(
-            f"labels must lie in [0, num_classes={num_classes}), got max {int(labels.max())}"
-        )
+        raise ValueError(f"labels must lie in [0, num_classes={num_classes}), got max {int(labels.max())}")
     return labels
 
 

@@ -20,8 +20,8 @@ name the path, the expected layout and the flag.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from realdata.datasets.base import (
     CorruptDatasetError,

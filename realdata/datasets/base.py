@@ -41,9 +41,7 @@ class CorruptDatasetError(DatasetError):
     """The dataset's files are present but cannot be read or do not fit together."""
 
 
-def dataset_message(
-    problem: str, path: str | Path, layout: str, *, can_download: bool = True
-) -> str:
+def dataset_message(problem: str, path: str | Path, layout: str, *, can_download: bool = True) -> str:
     """The text of a dataset error: what is wrong, where, the expected layout, how to fix it.
 
     Args:
@@ -94,9 +92,7 @@ class ImageSplit:
                 f"got {tuple(self.labels.shape)}"
             )
         if self.labels.device != self.images.device:
-            raise ValueError(
-                f"labels are on {self.labels.device} but images on {self.images.device}"
-            )
+            raise ValueError(f"labels are on {self.labels.device} but images on {self.images.device}")
 
     def __len__(self) -> int:
         return int(self.images.shape[0])
@@ -150,8 +146,7 @@ class ImageDataset:
             raise ValueError(f"num_classes must be an integer >= 1, got {self.num_classes!r}")
         if len(self.class_names) != self.num_classes:
             raise ValueError(
-                f"class_names must hold num_classes = {self.num_classes} names, "
-                f"got {len(self.class_names)}"
+                f"class_names must hold num_classes = {self.num_classes} names, got {len(self.class_names)}"
             )
         shape = tuple(self.train.images.shape[1:])
         if tuple(self.test.images.shape[1:]) != shape:
@@ -160,9 +155,7 @@ class ImageDataset:
                 f"images {shape}"
             )
         for split_name, split in (("train", self.train), ("test", self.test)):
-            if len(split) and (
-                int(split.labels.min()) < 0 or int(split.labels.max()) >= self.num_classes
-            ):
+            if len(split) and (int(split.labels.min()) < 0 or int(split.labels.max()) >= self.num_classes):
                 raise ValueError(
                     f"{split_name} labels must lie in [0, {self.num_classes}), got range "
                     f"[{int(split.labels.min())}, {int(split.labels.max())}]"
@@ -170,9 +163,7 @@ class ImageDataset:
         for stat_name in ("mean", "std"):
             stat = getattr(self, stat_name)
             if stat is not None and len(stat) != shape[0]:
-                raise ValueError(
-                    f"{stat_name} must have one value per channel ({shape[0]}), got {stat!r}"
-                )
+                raise ValueError(f"{stat_name} must have one value per channel ({shape[0]}), got {stat!r}")
         if self.unlabeled is not None:
             if self.unlabeled.dtype != torch.uint8 or tuple(self.unlabeled.shape[1:]) != shape:
                 raise ValueError(

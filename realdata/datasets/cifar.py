@@ -214,15 +214,12 @@ def _to_split(ds, title, folder, layout, num_classes, train) -> ImageSplit:
         )
     if labels.shape != (data.shape[0],):
         raise CorruptDatasetError(
-            dataset_message(
-                f"{title} has {data.shape[0]} images but {labels.shape[0]} labels", where, layout
-            )
+            dataset_message(f"{title} has {data.shape[0]} images but {labels.shape[0]} labels", where, layout)
         )
     if labels.size and (labels.min() < 0 or labels.max() >= num_classes):
         raise CorruptDatasetError(
             dataset_message(
-                f"{title} labels must lie in [0, {num_classes}), got [{labels.min()}, "
-                f"{labels.max()}]",
+                f"{title} labels must lie in [0, {num_classes}), got [{labels.min()}, {labels.max()}]",
                 where,
                 layout,
             )
@@ -243,7 +240,7 @@ def _first_unreadable(folder: Path, files: list[str], meta: dict) -> Path | None
                 labels = obj.get("labels", obj.get("fine_labels"))
                 data = np.asarray(obj["data"])
                 ok = data.ndim == 2 and data.shape[1] == 3072 and len(labels) == data.shape[0]
-        except Exception:  # noqa: BLE001 - any failure names this file
+        except Exception:
             ok = False
         if not ok:
             return folder / f

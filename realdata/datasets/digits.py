@@ -61,9 +61,7 @@ def load_digits_dataset(
     idx_test.sort()
 
     def split(idx: np.ndarray) -> ImageSplit:
-        return ImageSplit(
-            torch.from_numpy(np.ascontiguousarray(images[idx])), torch.from_numpy(labels[idx])
-        )
+        return ImageSplit(torch.from_numpy(np.ascontiguousarray(images[idx])), torch.from_numpy(labels[idx]))
 
     train = split(idx_train)
     mean, std = channel_stats(train.images)

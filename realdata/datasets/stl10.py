@@ -171,8 +171,6 @@ def _split(ds, label_file: Path) -> ImageSplit:
     if labels.size and (labels.min() < 0 or labels.max() > 9):
         # torchvision subtracts 1 from the uint8 labels: a 0 on disk wraps to 255.
         raise CorruptDatasetError(
-            dataset_message(
-                "STL-10 labels must lie in 1..10 on disk", label_file, STL10_LAYOUT
-            )
+            dataset_message("STL-10 labels must lie in 1..10 on disk", label_file, STL10_LAYOUT)
         )
     return ImageSplit(torch.from_numpy(data), torch.from_numpy(labels))

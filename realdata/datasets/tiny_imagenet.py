@@ -262,9 +262,7 @@ def _read_image(path: Path) -> np.ndarray:
             return np.asarray(im.convert("RGB"))
     except (OSError, ValueError, SyntaxError) as e:  # PIL.UnidentifiedImageError is an OSError
         raise CorruptDatasetError(
-            dataset_message(
-                f"Tiny-ImageNet image cannot be decoded ({e!r})", path, TINY_IMAGENET_LAYOUT
-            )
+            dataset_message(f"Tiny-ImageNet image cannot be decoded ({e!r})", path, TINY_IMAGENET_LAYOUT)
         ) from e
 
 

@@ -30,17 +30,31 @@ def write_cifar10(root: Path, per_batch: int = 3, n_test: int = 5, seed: int = 0
     for b in range(1, 6):
         x = rng.integers(0, 256, size=(per_batch, 3072), dtype=np.uint8)
         y = [int(v) for v in rng.integers(0, 10, size=per_batch)]
-        _pickle(folder / f"data_batch_{b}", {"batch_label": f"training batch {b} of 5",
-                                             "labels": y, "data": x,
-                                             "filenames": [f"f{b}_{i}.png" for i in range(per_batch)]})
+        _pickle(
+            folder / f"data_batch_{b}",
+            {
+                "batch_label": f"training batch {b} of 5",
+                "labels": y,
+                "data": x,
+                "filenames": [f"f{b}_{i}.png" for i in range(per_batch)],
+            },
+        )
         train_x.append(x)
         train_y += y
     tx = rng.integers(0, 256, size=(n_test, 3072), dtype=np.uint8)
     ty = [int(v) for v in rng.integers(0, 10, size=n_test)]
-    _pickle(folder / "test_batch", {"batch_label": "testing batch 1 of 1", "labels": ty,
-                                    "data": tx, "filenames": [f"t{i}.png" for i in range(n_test)]})
-    _pickle(folder / "batches.meta", {"num_cases_per_batch": per_batch, "label_names": names,
-                                      "num_vis": 3072})
+    _pickle(
+        folder / "test_batch",
+        {
+            "batch_label": "testing batch 1 of 1",
+            "labels": ty,
+            "data": tx,
+            "filenames": [f"t{i}.png" for i in range(n_test)],
+        },
+    )
+    _pickle(
+        folder / "batches.meta", {"num_cases_per_batch": per_batch, "label_names": names, "num_vis": 3072}
+    )
     return {
         "folder": folder,
         "train_images": np.concatenate(train_x).reshape(-1, 3, 32, 32),
@@ -61,19 +75,33 @@ def write_cifar100(root: Path, n_train: int = 7, n_test: int = 4, seed: int = 1)
     for split, n in (("train", n_train), ("test", n_test)):
         x = rng.integers(0, 256, size=(n, 3072), dtype=np.uint8)
         fine = [int(v) for v in rng.integers(0, 100, size=n)]
-        _pickle(folder / split, {"filenames": [f"{split}{i}.png" for i in range(n)],
-                                 "batch_label": split, "fine_labels": fine,
-                                 "coarse_labels": [f // 5 for f in fine], "data": x})
+        _pickle(
+            folder / split,
+            {
+                "filenames": [f"{split}{i}.png" for i in range(n)],
+                "batch_label": split,
+                "fine_labels": fine,
+                "coarse_labels": [f // 5 for f in fine],
+                "data": x,
+            },
+        )
         out[f"{split}_images"] = x.reshape(-1, 3, 32, 32)
         out[f"{split}_labels"] = np.asarray(fine, dtype=np.int64)
-    _pickle(folder / "meta", {"fine_label_names": names,
-                              "coarse_label_names": [f"coarse{c}" for c in range(20)]})
+    _pickle(
+        folder / "meta", {"fine_label_names": names, "coarse_label_names": [f"coarse{c}" for c in range(20)]}
+    )
     return out
 
 
-def write_tiny_imagenet(root: Path, wnids=("n01443537", "n01629819", "n01641577"),
-                        per_class: int = 2, n_val: int = 4, size: int = 64, seed: int = 2,
-                        grey: bool = True) -> dict:
+def write_tiny_imagenet(
+    root: Path,
+    wnids=("n01443537", "n01629819", "n01641577"),
+    per_class: int = 2,
+    n_val: int = 4,
+    size: int = 64,
+    seed: int = 2,
+    grey: bool = True,
+) -> dict:
     """``<root>/tiny-imagenet-200/`` with ``per_class`` training JPEGs per class and ``n_val``
     labelled validation JPEGs; the first training image is stored greyscale (as a few real
     ones are). Returns the arrays PIL decodes back from the written files (RGB) and the
@@ -83,8 +111,9 @@ def write_tiny_imagenet(root: Path, wnids=("n01443537", "n01629819", "n01641577"
     (folder / "val" / "images").mkdir(parents=True, exist_ok=True)
     (folder / "test" / "images").mkdir(parents=True, exist_ok=True)  # unlabelled, never read
     (folder / "wnids.txt").write_text("\n".join(wnids) + "\n")
-    (folder / "words.txt").write_text("".join(f"{w}\tthing {i}, other name\n"
-                                              for i, w in enumerate(wnids)) + "n99999999\tunused\n")
+    (folder / "words.txt").write_text(
+        "".join(f"{w}\tthing {i}, other name\n" for i, w in enumerate(wnids)) + "n99999999\tunused\n"
+    )
 
     def smooth_image() -> np.ndarray:
         # smooth content keeps JPEG error small, so the source comparison is meaningful
@@ -124,16 +153,24 @@ def write_tiny_imagenet(root: Path, wnids=("n01443537", "n01629819", "n01641577"
     (folder / "val" / "val_annotations.txt").write_text("".join(lines))
     return {
         "folder": folder,
-        "train_images": np.stack(train_x), "train_source": np.stack(train_src),
+        "train_images": np.stack(train_x),
+        "train_source": np.stack(train_src),
         "train_labels": np.asarray(train_y, dtype=np.int64),
-        "test_images": np.stack(val_x), "test_source": np.stack(val_src),
+        "test_images": np.stack(val_x),
+        "test_source": np.stack(val_src),
         "test_labels": np.asarray(val_y, dtype=np.int64),
         "class_names": [f"thing {i}" for i in range(len(wnids))],
     }
 
 
-def write_stl10(root: Path, n_train: int = 4, n_test: int = 3, n_unlabeled: int = 2,
-                seed: int = 3, class_names: bool = True) -> dict:
+def write_stl10(
+    root: Path,
+    n_train: int = 4,
+    n_test: int = 3,
+    n_unlabeled: int = 2,
+    seed: int = 3,
+    class_names: bool = True,
+) -> dict:
     """``<root>/stl10_binary/``: image files store each channel column-major, labels 1..10."""
     rng = _rng(seed)
     folder = Path(root) / "stl10_binary"

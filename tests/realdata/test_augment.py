@@ -67,8 +67,18 @@ def test_same_generator_state_same_views():
 @pytest.mark.parametrize("jitter_p", [0.0, 1.0])
 def test_zero_strength_is_the_identity(jitter_p):
     x = torch.randint(0, 256, (8, 3, 24, 24), dtype=torch.uint8, generator=_gen(1))
-    ident = SimCLRAugment(24, scale=(1, 1), ratio=(1, 1), flip_p=0, brightness=0, contrast=0,
-                          saturation=0, hue=0, jitter_p=jitter_p, gray_p=0)
+    ident = SimCLRAugment(
+        24,
+        scale=(1, 1),
+        ratio=(1, 1),
+        flip_p=0,
+        brightness=0,
+        contrast=0,
+        saturation=0,
+        hue=0,
+        jitter_p=jitter_p,
+        gray_p=0,
+    )
     assert torch.equal(ident(x, _gen(0)), x.float() / 255.0)
     # non-zero strengths but never applied: also exactly the identity
     never = SimCLRAugment(24, scale=(1, 1), ratio=(1, 1), flip_p=0, jitter_p=0, gray_p=0)
@@ -142,9 +152,13 @@ def test_fixed_box_crop_equals_resized_crop():
     x = torch.rand(3, 3, 40, 40, generator=_gen(7))
     aug = SimCLRAugment(32, flip_p=0, jitter_p=0, gray_p=0)
     # a box of the output size: a plain slice, exactly
-    p = AugmentParams(torch.tensor([[3, 5, 32, 32]] * 3), torch.zeros(3, dtype=torch.bool),
-                      torch.tensor([[1.0, 1.0, 1.0, 0.0]] * 3), torch.arange(4).expand(3, 4),
-                      torch.zeros(3, dtype=torch.bool))
+    p = AugmentParams(
+        torch.tensor([[3, 5, 32, 32]] * 3),
+        torch.zeros(3, dtype=torch.bool),
+        torch.tensor([[1.0, 1.0, 1.0, 0.0]] * 3),
+        torch.arange(4).expand(3, 4),
+        torch.zeros(3, dtype=torch.bool),
+    )
     assert torch.equal(aug.apply(x, p), x[:, :, 5:37, 3:35])
     # upscaled boxes: where an output pixel samples inside the box, equal to torchvision; where
     # it samples within half a pixel of the box edge, roi_align blends in the neighbouring
@@ -201,12 +215,18 @@ def test_downscaled_output_is_close_to_antialiased_resize():
     assert (aug(xs, _gen(0)) - ref).abs().max() < 0.02
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    ({"size": 0}, "size"), ({"size": 32, "scale": (0.5, 0.1)}, "scale"),
-    ({"size": 32, "ratio": (0.0, 1.0)}, "ratio"), ({"size": 32, "flip_p": 1.5}, "flip_p"),
-    ({"size": 32, "hue": 0.6}, "hue"), ({"size": 32, "brightness": -1}, "brightness"),
-    ({"size": 32, "scale": (0.0, 0.0)}, "scale"),
-])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        ({"size": 0}, "size"),
+        ({"size": 32, "scale": (0.5, 0.1)}, "scale"),
+        ({"size": 32, "ratio": (0.0, 1.0)}, "ratio"),
+        ({"size": 32, "flip_p": 1.5}, "flip_p"),
+        ({"size": 32, "hue": 0.6}, "hue"),
+        ({"size": 32, "brightness": -1}, "brightness"),
+        ({"size": 32, "scale": (0.0, 0.0)}, "scale"),
+    ],
+)
 def test_config_validation(kwargs, match):
     with pytest.raises(ValueError, match=match):
         SimCLRAugment(**kwargs)

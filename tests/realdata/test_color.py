@@ -29,8 +29,14 @@ def test_accelerator_path_without_skipped_passes_is_identical(monkeypatch):
 
 def test_jitter_ops_vectorised_match_torchvision_extremes():
     x = torch.rand(6, 3, 16, 16, generator=_gen(13), dtype=torch.float64)
-    for op, factors in enumerate([[0.0, 0.2, 1.0, 1.8, 3.0, 0.5], [0.0, 0.2, 1.0, 1.8, 3.0, 0.5],
-                                  [0.0, 0.2, 1.0, 1.8, 3.0, 0.5], [-0.5, -0.2, 0.0, 0.2, 0.5, 0.37]]):
+    for op, factors in enumerate(
+        [
+            [0.0, 0.2, 1.0, 1.8, 3.0, 0.5],
+            [0.0, 0.2, 1.0, 1.8, 3.0, 0.5],
+            [0.0, 0.2, 1.0, 1.8, 3.0, 0.5],
+            [-0.5, -0.2, 0.0, 0.2, 0.5, 0.37],
+        ]
+    ):
         f = torch.tensor([[1.0, 1.0, 1.0, 0.0]] * 6, dtype=torch.float64)
         f[:, op] = torch.tensor(factors, dtype=torch.float64)
         order = torch.tensor([[op] + [k for k in range(4) if k != op]] * 6)

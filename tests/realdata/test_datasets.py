@@ -71,8 +71,9 @@ def test_cifar100_pixel_for_pixel(tmp_path):
     _check(ds, exp, "cifar100", 100)
 
 
-@pytest.mark.parametrize("loader,folder", [(load_cifar10, "cifar-10-batches-py"),
-                                           (load_cifar100, "cifar-100-python")])
+@pytest.mark.parametrize(
+    "loader,folder", [(load_cifar10, "cifar-10-batches-py"), (load_cifar100, "cifar-100-python")]
+)
 def test_cifar_missing_names_path_layout_flag(tmp_path, loader, folder):
     with pytest.raises(DatasetNotFoundError) as err:
         loader(tmp_path)

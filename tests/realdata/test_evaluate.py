@@ -49,8 +49,9 @@ def test_ncm_is_the_raw_inner_product_with_unnormalised_means():
     res = ncm_classify(train_z, torch.tensor([0, 1]), torch.tensor([[1.0, 0.0]]), torch.tensor([0]))
     assert res.top1 == 1.0
     # ties go to the lower class index; top-5 with C = 2 is top-2
-    tie = ncm_classify(torch.tensor([[1.0], [1.0]]), torch.tensor([0, 1]), torch.tensor([[1.0]]),
-                       torch.tensor([1]))
+    tie = ncm_classify(
+        torch.tensor([[1.0], [1.0]]), torch.tensor([0, 1]), torch.tensor([[1.0]]), torch.tensor([1])
+    )
     assert tie.top1 == 0.0 and tie.top5 == 1.0
 
 
@@ -106,8 +107,7 @@ def test_extract_features_eval_mode_batches_and_restores_training():
     model.train()
     bf = extract_features(model, images, autocast_bf16=True, progress=False)
     assert bf.h.dtype == torch.float32 and (bf.z - a.z).abs().max() < 0.1
-    pre = extract_features(model, images, preprocess=lambda x: hcl_view(x, (0.5,), (0.25,)),
-                           progress=False)
+    pre = extract_features(model, images, preprocess=lambda x: hcl_view(x, (0.5,), (0.25,)), progress=False)
     assert not torch.allclose(pre.h, a.h)
     with pytest.raises(ValueError, match="images"):
         extract_features(model, images[:0], progress=False)

@@ -64,8 +64,7 @@ def test_weighted_knn_equals_loop_reference(dtype, k, T):
     assert res.accuracy == pytest.approx(_knn_reference(bank, yb, query, yq, k, T, 5), abs=1e-12)
     assert (res.k, res.temperature, res.features, res.num_queries) == (k, T, "h", 40)
     # chunked over queries and bank: the same answer
-    small = knn_classify(bank, yb, query, yq, k=k, temperature=T, num_classes=5,
-                         query_chunk=3, bank_chunk=11)
+    small = knn_classify(bank, yb, query, yq, k=k, temperature=T, num_classes=5, query_chunk=3, bank_chunk=11)
     assert small.accuracy == res.accuracy
 
 

@@ -50,8 +50,9 @@ def test_cifar_stem_layout_and_output_shapes():
     x = torch.randn(2, 3, 32, 32)
     assert net(x).shape == (2, 512)
     # the CIFAR stem keeps the resolution: layer4 sees 4x4 maps of a 32x32 input
-    assert nn.Sequential(net.conv1, net.bn1, net.relu, net.maxpool, net.layer1, net.layer2,
-                         net.layer3, net.layer4)(x).shape == (2, 512, 4, 4)
+    assert nn.Sequential(
+        net.conv1, net.bn1, net.relu, net.maxpool, net.layer1, net.layer2, net.layer3, net.layer4
+    )(x).shape == (2, 512, 4, 4)
     assert default_stem("cifar100") == "cifar" and default_stem("stl10") == "imagenet"
     assert default_stem("tiny-imagenet") == "imagenet" and default_stem(image_size=28) == "cifar"
     with pytest.raises(ValueError, match="image_size"):
@@ -78,10 +79,15 @@ def test_heads_layout_and_defaults():
     assert set(ARCHS) == {"resnet18", "resnet50", "smallcnn"} and set(HEADS) == {"hcl", "weince", "identity"}
 
 
-@pytest.mark.parametrize("arch,shape,stem", [("resnet18", (3, 32, 32), "cifar"),
-                                             ("resnet18", (3, 64, 64), "imagenet"),
-                                             ("resnet50", (3, 32, 32), "cifar"),
-                                             ("smallcnn", (1, 8, 8), None)])
+@pytest.mark.parametrize(
+    "arch,shape,stem",
+    [
+        ("resnet18", (3, 32, 32), "cifar"),
+        ("resnet18", (3, 64, 64), "imagenet"),
+        ("resnet50", (3, 32, 32), "cifar"),
+        ("smallcnn", (1, 8, 8), None),
+    ],
+)
 def test_forward_returns_h_and_z(arch, shape, stem):
     m = build_model(arch, "hcl", num_classes=10, stem=stem, in_channels=shape[0], seed=1)
     out = m(torch.randn(4, *shape))
@@ -135,9 +141,14 @@ def test_seed_is_deterministic_and_leaves_global_state():
 
 
 def test_build_model_validation():
-    for kwargs, match in [({"arch": "vit"}, "arch"), ({"head": "mlp"}, "head"),
-                          ({"num_classes": 1}, "num_classes"), ({"normalization": "l1"}, "normalization"),
-                          ({"stem": "tiny"}, "stem"), ({"out_dim": 0}, "out_dim")]:
+    for kwargs, match in [
+        ({"arch": "vit"}, "arch"),
+        ({"head": "mlp"}, "head"),
+        ({"num_classes": 1}, "num_classes"),
+        ({"normalization": "l1"}, "normalization"),
+        ({"stem": "tiny"}, "stem"),
+        ({"out_dim": 0}, "out_dim"),
+    ]:
         args = {"arch": "smallcnn", "head": "hcl", "num_classes": 10, "in_channels": 1, **kwargs}
         with pytest.raises(ValueError, match=match):
             build_model(**args)

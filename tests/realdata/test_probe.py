@@ -59,9 +59,14 @@ def test_linear_probe_default_protocol_runs_and_chance_on_noise():
 
 def test_linear_probe_validation():
     x, y = _blobs(1)
-    for kwargs, match in [({"epochs": 0}, "epochs"), ({"batch_size": 0}, "batch_size"),
-                          ({"lr": -1.0}, "lr"), ({"val_fraction": 1.0}, "val_fraction"),
-                          ({"features": "q"}, "features"), ({"num_classes": 2}, "train_labels")]:
+    for kwargs, match in [
+        ({"epochs": 0}, "epochs"),
+        ({"batch_size": 0}, "batch_size"),
+        ({"lr": -1.0}, "lr"),
+        ({"val_fraction": 1.0}, "val_fraction"),
+        ({"features": "q"}, "features"),
+        ({"num_classes": 2}, "train_labels"),
+    ]:
         with pytest.raises(ValueError, match=match):
             linear_probe(x, y, x, y, progress=False, **kwargs)
     with pytest.raises(ValueError, match="test_h has dimension"):

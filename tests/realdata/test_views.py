@@ -18,8 +18,9 @@ def test_hcl_view_equals_totensor_normalize_per_image():
     # the authors' constants are CIFAR-10 statistics, applied to every dataset
     assert HCL_MEAN == (0.4914, 0.4822, 0.4465) and HCL_STD == (0.2023, 0.1994, 0.2010)
     # float input in [0, 1] gives the same
-    torch.testing.assert_close(hcl_view(x.double() / 255, dtype=torch.float64),
-                               expected.double(), atol=1e-6, rtol=0)
+    torch.testing.assert_close(
+        hcl_view(x.double() / 255, dtype=torch.float64), expected.double(), atol=1e-6, rtol=0
+    )
 
 
 def test_normalize_validates_and_handles_one_channel():

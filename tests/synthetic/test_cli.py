@@ -21,7 +21,12 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
 
 def _cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "synthetic", *args], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-m", "synthetic", *args],
+        cwd=ROOT,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 
@@ -53,9 +58,30 @@ def test_bad_arguments_exit_2(tmp_path):
 
 def test_quick_grid_sweep_summary_and_claims(tmp_path, capsys):
     res = tmp_path / "res"
-    args = ["sweep", "--method", "SCL", "--beta", "0", "2", "--seeds", "2", "--epochs", "2",
-            "--num-classes", "3", "--n-per-class", "4", "--set", "lr=0.05", "eval_every=1",
-            "--results", str(res), "--no-progress", "--name", "s1_scl_hscl_nc"]
+    args = [
+        "sweep",
+        "--method",
+        "SCL",
+        "--beta",
+        "0",
+        "2",
+        "--seeds",
+        "2",
+        "--epochs",
+        "2",
+        "--num-classes",
+        "3",
+        "--n-per-class",
+        "4",
+        "--set",
+        "lr=0.05",
+        "eval_every=1",
+        "--results",
+        str(res),
+        "--no-progress",
+        "--name",
+        "s1_scl_hscl_nc",
+    ]
     r = _cli(*args)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "4 runs" in r.stdout and "±" in r.stdout
@@ -84,11 +110,32 @@ def test_quick_grid_sweep_summary_and_claims(tmp_path, capsys):
 
 
 def test_quick_scale_keeps_epochs_and_seeds_of_a_flag_grid(tmp_path, capsys):
-    args = ["sweep", "--method", "SCL", "--quick", "--epochs", "3", "--seeds", "2", "--num-classes", "3",
-            "--n-per-class", "3", "--set", "eval_every=1", "--results", str(tmp_path), "--no-progress", "--name", "q"]
+    args = [
+        "sweep",
+        "--method",
+        "SCL",
+        "--quick",
+        "--epochs",
+        "3",
+        "--seeds",
+        "2",
+        "--num-classes",
+        "3",
+        "--n-per-class",
+        "3",
+        "--set",
+        "eval_every=1",
+        "--results",
+        str(tmp_path),
+        "--no-progress",
+        "--name",
+        "q",
+    ]
     assert main(args) == 0
     table = store.read_table(tmp_path / "q-quick")
-    assert set(table["seed"]) == {0, 1} and set(table["epochs"]) == {3} and set(table["epoch"]) == {0, 1, 2, 3}
+    assert (
+        set(table["seed"]) == {0, 1} and set(table["epochs"]) == {3} and set(table["epoch"]) == {0, 1, 2, 3}
+    )
 
 
 def test_jobs_and_threads_are_checked_by_run_sweep(tmp_path, capsys):
@@ -97,13 +144,25 @@ def test_jobs_and_threads_are_checked_by_run_sweep(tmp_path, capsys):
             main(["sweep", "--method", "SCL", "--epochs", "1", flag, value, "--results", str(tmp_path)])
         assert exc.value.code == 2
         err = capsys.readouterr().err
-        assert ("threads must be a positive int" if flag == "--threads" else "n_jobs must be a positive int") in err
+        assert (
+            "threads must be a positive int" if flag == "--threads" else "n_jobs must be a positive int"
+        ) in err
     assert not list((tmp_path / "quick" / "runs").glob("*.csv"))
 
 
 def test_shipped_grid_quick_scale_runs(tmp_path, capsys):
-    r = _cli("sweep", "s3_hucl_beta", "--quick", "--epochs", "1", "--set", "n_per_class=3",
-             "--results", str(tmp_path), "--no-progress")
+    r = _cli(
+        "sweep",
+        "s3_hucl_beta",
+        "--quick",
+        "--epochs",
+        "1",
+        "--set",
+        "n_per_class=3",
+        "--results",
+        str(tmp_path),
+        "--no-progress",
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     n = len(sw.load_grid("s3_hucl_beta", scale="quick"))
     assert len(store.finished_keys(tmp_path / "s3_hucl_beta-quick")) == n
@@ -116,9 +175,31 @@ def test_shipped_grid_quick_scale_runs(tmp_path, capsys):
 def test_cli_sweep_sigkill_and_restart_equals_uninterrupted(tmp_path, capsys):
     from tests.synthetic.test_sweep import _kill_after_first_runs
 
-    common = ["-m", "synthetic", "sweep", "--method", "HSCL", "--beta", "1", "2", "3", "--seeds", "2",
-              "--epochs", "40", "--num-classes", "4", "--n-per-class", "8", "--set", "lr=0.05",
-              "--no-progress", "--no-stack", "--name", "k"]
+    common = [
+        "-m",
+        "synthetic",
+        "sweep",
+        "--method",
+        "HSCL",
+        "--beta",
+        "1",
+        "2",
+        "3",
+        "--seeds",
+        "2",
+        "--epochs",
+        "40",
+        "--num-classes",
+        "4",
+        "--n-per-class",
+        "8",
+        "--set",
+        "lr=0.05",
+        "--no-progress",
+        "--no-stack",
+        "--name",
+        "k",
+    ]
     killed, clean = tmp_path / "killed", tmp_path / "clean"
     _kill_after_first_runs([sys.executable, *common, "--results", str(killed)], killed / "k", 6, ENV)
     # restart and the uninterrupted reference run in-process (same code path as the CLI)

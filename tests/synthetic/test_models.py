@@ -37,7 +37,10 @@ def test_linear_and_mlp_match_loop_references(dtype, torch_gen):
     x = torch.randn(5, 6, generator=torch_gen(1), dtype=torch.float64).to(dtype)
     lin = LinearEncoder(6, 3, generator=torch_gen(2), dtype=dtype)
     W, b = lin.weight.detach(), lin.bias.detach()
-    ref = [[sum(float(x[i, k]) * float(W[k, j]) for k in range(6)) + float(b[j]) for j in range(3)] for i in range(5)]
+    ref = [
+        [sum(float(x[i, k]) * float(W[k, j]) for k in range(6)) + float(b[j]) for j in range(3)]
+        for i in range(5)
+    ]
     tol = 1e-5 if dtype == torch.float32 else 1e-12
     np.testing.assert_allclose(lin(x).detach().double().numpy(), ref, atol=tol)
 
@@ -102,8 +105,15 @@ def test_build_model_from_config_and_determinism(torch_gen):
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_stacked_model_equals_single_models(encoder, dtype, torch_gen):
     R, B = 3, 5
-    cfg = RunConfig(encoder=encoder, num_classes=4, n_per_class=3, input_dim=6, hidden=8,
-                    normalization="ball", dtype="float64" if dtype == torch.float64 else "float32")
+    cfg = RunConfig(
+        encoder=encoder,
+        num_classes=4,
+        n_per_class=3,
+        input_dim=6,
+        hidden=8,
+        normalization="ball",
+        dtype="float64" if dtype == torch.float64 else "float32",
+    )
     models = [build_model(cfg, torch_gen(s)) for s in range(R)]
     st = stack_models(models)
     assert isinstance(st, StackedModel)

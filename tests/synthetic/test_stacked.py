@@ -12,7 +12,6 @@ from synthetic.stacked import stack_groups, stack_key, stackable, stacked_contra
 from synthetic.train import METRIC_COLUMNS, decode_class_means, train_run
 from theory.hcl import contrastive_loss
 
-
 # ----------------------------------------------------------------------------- batched loss
 
 
@@ -22,15 +21,21 @@ from theory.hcl import contrastive_loss
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_stacked_loss_matches_contrastive_loss_per_run(setting, psi, tau, dtype, torch_gen):
     R, B = 4, 14
-    z = torch.nn.functional.normalize(torch.randn(R, B, 5, generator=torch_gen(0), dtype=torch.float64), dim=2)
+    z = torch.nn.functional.normalize(
+        torch.randn(R, B, 5, generator=torch_gen(0), dtype=torch.float64), dim=2
+    )
     z = z.to(dtype).requires_grad_()
     y = torch.randint(0, 3, (R, B), generator=torch_gen(1))
     beta = torch.tensor([0.0, 1.0, 5.0, 30.0], dtype=dtype)
     got = stacked_contrastive_loss(z, y, setting=setting, beta=beta, tau=tau, psi=psi, num_negatives=7)
-    ref = torch.stack([
-        contrastive_loss(z[r], y[r], setting=setting, beta=float(beta[r]), tau=tau, psi=psi, num_negatives=7)
-        for r in range(R)
-    ])
+    ref = torch.stack(
+        [
+            contrastive_loss(
+                z[r], y[r], setting=setting, beta=float(beta[r]), tau=tau, psi=psi, num_negatives=7
+            )
+            for r in range(R)
+        ]
+    )
     tol = dict(rtol=1e-5, atol=1e-6) if dtype == torch.float32 else dict(rtol=1e-12, atol=1e-13)
     np.testing.assert_allclose(got.detach().numpy(), ref.detach().numpy(), **tol)
     w = torch.arange(1.0, R + 1, dtype=dtype)  # distinct upstream gradients per run
@@ -47,10 +52,13 @@ def test_stacked_loss_with_positive_groups_matches_reference(torch_gen):
     ids = torch.arange(B).repeat(R, 2)
     beta = torch.tensor([0.5, 2.0], dtype=torch.float64)
     for setting in ("supervised", "unsupervised"):
-        got = stacked_contrastive_loss(z, y, setting=setting, beta=beta, positive_groups=ids, self_positive=False).detach()
+        got = stacked_contrastive_loss(
+            z, y, setting=setting, beta=beta, positive_groups=ids, self_positive=False
+        ).detach()
         for r in range(R):
-            ref = contrastive_loss(z[r], y[r], setting=setting, beta=float(beta[r]),
-                                   positive_groups=ids[r], self_positive=False)
+            ref = contrastive_loss(
+                z[r], y[r], setting=setting, beta=float(beta[r]), positive_groups=ids[r], self_positive=False
+            )
             assert float(got[r]) == pytest.approx(float(ref.detach()), rel=1e-12)
 
 
@@ -69,7 +77,9 @@ def test_stacked_loss_finite_on_collapsed_embeddings_and_large_beta():
     z.requires_grad_()
     y = torch.tensor([[0, 0, 1, 1, 2, 2]] * 2)
     for setting in ("supervised", "unsupervised"):
-        loss = stacked_contrastive_loss(z, y, setting=setting, beta=torch.tensor([0.0, 1000.0], dtype=torch.float64))
+        loss = stacked_contrastive_loss(
+            z, y, setting=setting, beta=torch.tensor([0.0, 1000.0], dtype=torch.float64)
+        )
         (g,) = torch.autograd.grad(loss.sum(), z)
         assert torch.isfinite(loss).all() and torch.isfinite(g).all()
         np.testing.assert_allclose(loss.detach().numpy(), np.log(2.0), rtol=1e-12)  # log(1 + e^0)
@@ -98,9 +108,16 @@ def test_stacked_loss_validation():
 
 def test_stack_key_groups_and_stackable():
     base = RunConfig(num_classes=4)
-    runs = [base, base.replace(seed=1), base.replace(method="HSCL", beta=2.0),
-            base.replace(method="UCL"), base.replace(method="HUCL", beta=1.0, seed=4),
-            base.replace(lr=0.01), base.replace(method="InfoNCE"), base.replace(method="WeiNCE")]
+    runs = [
+        base,
+        base.replace(seed=1),
+        base.replace(method="HSCL", beta=2.0),
+        base.replace(method="UCL"),
+        base.replace(method="HUCL", beta=1.0, seed=4),
+        base.replace(lr=0.01),
+        base.replace(method="InfoNCE"),
+        base.replace(method="WeiNCE"),
+    ]
     assert stackable(runs[:3]) and stackable(runs[3:5])
     assert not stackable(runs[:4]) and not stackable([runs[0], runs[5]]) and not stackable(runs[6:])
     assert not stackable([]) and not stackable([base, "x"])
@@ -125,8 +142,17 @@ def test_train_stacked_rejects_unstackable():
 
 # ----------------------------------------------------------------------------- stacked == sequential
 
-SMALL = dict(num_classes=4, n_per_class=6, n_test_per_class=3, input_dim=6, hidden=8, epochs=4,
-             eval_every=2, lr=0.02, dtype="float64")
+SMALL = dict(
+    num_classes=4,
+    n_per_class=6,
+    n_test_per_class=3,
+    input_dim=6,
+    hidden=8,
+    epochs=4,
+    eval_every=2,
+    lr=0.02,
+    dtype="float64",
+)
 
 
 def _assert_same_tables(seq: list[pd.DataFrame], st: list[pd.DataFrame]) -> None:
@@ -138,8 +164,9 @@ def _assert_same_tables(seq: list[pd.DataFrame], st: list[pd.DataFrame]) -> None
         for c in METRIC_COLUMNS:
             # NC1 is a ratio of traces through a pseudo-inverse: ill-conditioned at initialisation.
             rtol = 1e-7 if c == "nc1" else 1e-9
-            np.testing.assert_allclose(b[c].to_numpy(float), a[c].to_numpy(float), rtol=rtol, atol=1e-10,
-                                       equal_nan=True, err_msg=c)
+            np.testing.assert_allclose(
+                b[c].to_numpy(float), a[c].to_numpy(float), rtol=rtol, atol=1e-10, equal_nan=True, err_msg=c
+            )
         if "class_means" in a.columns:
             for u, v in zip(a["class_means"], b["class_means"]):
                 np.testing.assert_allclose(decode_class_means(v), decode_class_means(u), atol=1e-10)
@@ -187,8 +214,18 @@ def test_train_stacked_run_chunks_give_the_same_tables(monkeypatch, positives):
 
 # ----------------------------------------------------------------------------- skipped steps
 
-SKIP = dict(num_classes=2, d=4, n_per_class=3, n_test_per_class=2, input_dim=4, hidden=6, batch_size=2,
-            epochs=6, lr=0.05, dtype="float64")
+SKIP = dict(
+    num_classes=2,
+    d=4,
+    n_per_class=3,
+    n_test_per_class=2,
+    input_dim=4,
+    hidden=6,
+    batch_size=2,
+    epochs=6,
+    lr=0.05,
+    dtype="float64",
+)
 
 
 @pytest.mark.parametrize(
@@ -201,8 +238,12 @@ SKIP = dict(num_classes=2, d=4, n_per_class=3, n_test_per_class=2, input_dim=4, 
 )
 def test_train_stacked_skips_steps_like_sequential_runs(kwargs):
     base = RunConfig(method="SCL", **SKIP, **kwargs)
-    cfgs = [base, base.replace(seed=1), base.replace(method="HSCL", beta=2.0, seed=2),
-            base.replace(method="HSCL", beta=5.0, seed=3)]
+    cfgs = [
+        base,
+        base.replace(seed=1),
+        base.replace(method="HSCL", beta=2.0, seed=2),
+        base.replace(method="HSCL", beta=5.0, seed=3),
+    ]
     seq = [train_run(c) for c in cfgs]
     skipped = [tuple(t["skipped_steps"]) for t in seq]
     assert sum(map(sum, skipped)) > 0 and len(set(skipped)) > 1  # runs skip at different steps

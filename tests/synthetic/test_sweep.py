@@ -167,7 +167,9 @@ def test_unknown_scale_and_bad_toml(tmp_path):
         sw.load_grid("nope_not_a_grid")
 
 
-@pytest.mark.parametrize("name", ["s1_scl_hscl_nc", "s2_ucl_positives", "s3_hucl_beta", "s4_no_normalisation", "r5_batch_size"])
+@pytest.mark.parametrize(
+    "name", ["s1_scl_hscl_nc", "s2_ucl_positives", "s3_hucl_beta", "s4_no_normalisation", "r5_batch_size"]
+)
 def test_shipped_claim_grids(name):
     files = sw.grid_files()
     assert name in files
@@ -294,10 +296,17 @@ def test_sweep_on_dask_local_cluster_same_table(tmp_path):
     grid = sw.load_grid(_spec(seeds=(0, 1)))
     sw.run_sweep(grid, tmp_path / "local", runner=fake_run, progress=False)
     with distributed.LocalCluster(
-        n_workers=1, threads_per_worker=1, processes=False, protocol="tcp", host="127.0.0.1",
-        scheduler_port=0, dashboard_address=None,
+        n_workers=1,
+        threads_per_worker=1,
+        processes=False,
+        protocol="tcp",
+        host="127.0.0.1",
+        scheduler_port=0,
+        dashboard_address=None,
     ) as cluster:
-        s = sw.run_sweep(grid, tmp_path / "dask", runner=fake_run, scheduler=cluster.scheduler_address, progress=False)
+        s = sw.run_sweep(
+            grid, tmp_path / "dask", runner=fake_run, scheduler=cluster.scheduler_address, progress=False
+        )
     assert s.ok and s.n_done == len(grid)
     assert _table_bytes(tmp_path / "local") == _table_bytes(tmp_path / "dask")
 
@@ -325,7 +334,9 @@ def test_sweep_stacked_groups_cover_whole_grid(tmp_path):
     for c in grid.configs:
         if (c.method, c.normalization) == ("SCL", "ball"):
             store.write_run(tmp_path / "st", fake_run(c))
-    s = sw.run_sweep(grid, tmp_path / "st", stack=True, group_fn=group_fn, stacked_runner=stacked, progress=False)
+    s = sw.run_sweep(
+        grid, tmp_path / "st", stack=True, group_fn=group_fn, stacked_runner=stacked, progress=False
+    )
     assert sorted(calls) == [3, 6, 6] and s.n_done == 14 and s.n_skipped == 4
     assert _table_bytes(tmp_path / "ref") == _table_bytes(tmp_path / "st")
 
@@ -365,11 +376,11 @@ def test_sigkill_mid_sweep_then_resume_gives_identical_table(tmp_path):
     n_total = len(sw.load_grid(grid_file))
     results = tmp_path / "killed"
     script = (
-        "import sys; sys.path.insert(0, {root!r});"
+        f"import sys; sys.path.insert(0, {str(ROOT)!r});"
         "from tests.synthetic.test_sweep import slow_fake_run;"
         "from synthetic.sweep import run_sweep;"
-        "run_sweep({grid!r}, {res!r}, runner=slow_fake_run, progress=False)"
-    ).format(root=str(ROOT), grid=str(grid_file), res=str(results))
+        f"run_sweep({str(grid_file)!r}, {str(results)!r}, runner=slow_fake_run, progress=False)"
+    )
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     _kill_after_first_runs([sys.executable, "-c", script], results, n_total, env)
     s = sw.run_sweep(grid_file, results, runner=fake_run, progress=False)
@@ -406,8 +417,13 @@ def test_real_train_run_sweep_end_to_end(tmp_path):
     import distributed
 
     with distributed.LocalCluster(
-        n_workers=1, threads_per_worker=1, processes=False, protocol="tcp", host="127.0.0.1",
-        scheduler_port=0, dashboard_address=None,
+        n_workers=1,
+        threads_per_worker=1,
+        processes=False,
+        protocol="tcp",
+        host="127.0.0.1",
+        scheduler_port=0,
+        dashboard_address=None,
     ) as cluster:
         d = sw.run_sweep(grid, tmp_path / "d", scheduler=cluster.scheduler_address, progress=False)
     assert d.ok and _table_bytes(tmp_path / "a") == _table_bytes(tmp_path / "d")
@@ -445,8 +461,15 @@ def test_summarize_matches_manual_loop():
 def _claim_table(grid: str, rows: list[dict]) -> pd.DataFrame:
     out = []
     for i, r in enumerate(rows):
-        base = {"method": "SCL", "beta": 0.0, "normalization": "sphere", "positives": "label",
-                "batch_size": 0, "num_classes": 10, "seed": 0}
+        base = {
+            "method": "SCL",
+            "beta": 0.0,
+            "normalization": "sphere",
+            "positives": "label",
+            "batch_size": 0,
+            "num_classes": 10,
+            "seed": 0,
+        }
         base.update({k: v for k, v in r.items() if k in base})
         metrics = {k: v for k, v in r.items() if k not in base}
         out.append({"grid": grid, **base, "run_key": f"{grid}{i}", "epoch": 5, **metrics})
@@ -454,21 +477,43 @@ def _claim_table(grid: str, rows: list[dict]) -> pd.DataFrame:
 
 
 def _seeds(setting: dict, etf: float, wcv: float, n: int = 3, jitter: float = 0.001, **extra) -> list[dict]:
-    return [{**setting, "seed": s, "etf_mean": etf + jitter * s, "within_class_variation": wcv + jitter * s, **extra} for s in range(n)]
+    return [
+        {
+            **setting,
+            "seed": s,
+            "etf_mean": etf + jitter * s,
+            "within_class_variation": wcv + jitter * s,
+            **extra,
+        }
+        for s in range(n)
+    ]
 
 
 def test_evaluate_claims_verdicts_on_constructed_tables():
-    s1 = _claim_table("s1_scl_hscl_nc", _seeds({"method": "SCL"}, 0.01, 0.01) + _seeds({"method": "HSCL", "beta": 5.0}, 0.01, 0.02))
-    s2 = _claim_table("s2_ucl_positives", _seeds({"method": "UCL", "positives": "label"}, 0.01, 0.01) + _seeds({"method": "UCL", "positives": "noise"}, 0.3, 0.5))
+    s1 = _claim_table(
+        "s1_scl_hscl_nc",
+        _seeds({"method": "SCL"}, 0.01, 0.01) + _seeds({"method": "HSCL", "beta": 5.0}, 0.01, 0.02),
+    )
+    s2 = _claim_table(
+        "s2_ucl_positives",
+        _seeds({"method": "UCL", "positives": "label"}, 0.01, 0.01)
+        + _seeds({"method": "UCL", "positives": "noise"}, 0.3, 0.5),
+    )
     s3 = _claim_table(
         "s3_hucl_beta",
-        _seeds({"method": "UCL"}, 0.01, 0.01) + _seeds({"method": "HUCL", "beta": 2.0}, 0.05, 0.01)
+        _seeds({"method": "UCL"}, 0.01, 0.01)
+        + _seeds({"method": "HUCL", "beta": 2.0}, 0.05, 0.01)
         + _seeds({"method": "HUCL", "beta": 10.0}, 0.4, 0.2),
     )
-    s4 = _claim_table("s4_no_normalisation", _seeds({"normalization": "none"}, 0.2, 3.0, effective_rank=4.0, spectrum_min=-12.0))
+    s4 = _claim_table(
+        "s4_no_normalisation",
+        _seeds({"normalization": "none"}, 0.2, 3.0, effective_rank=4.0, spectrum_min=-12.0),
+    )
     r5 = _claim_table(
         "r5_batch_size",
-        _seeds({"batch_size": 32}, 0.3, 0.2) + _seeds({"batch_size": 64}, 0.01, 0.01) + _seeds({"batch_size": 512}, 0.02, 0.01),
+        _seeds({"batch_size": 32}, 0.3, 0.2)
+        + _seeds({"batch_size": 64}, 0.01, 0.01)
+        + _seeds({"batch_size": 512}, 0.02, 0.01),
     )
     table = pd.concat([s1, s2, s3, s4, r5], ignore_index=True)
     v = sw.evaluate_claims(table).set_index("claim")
@@ -503,8 +548,16 @@ def _s3_rows(curves: dict, wcv: dict | None = None) -> list[dict]:
     for (enc, norm), curve in curves.items():
         for beta, etf in curve.items():
             w = (wcv or {}).get((enc, norm, beta), 0.01)
-            rows += _seeds({"method": "HUCL" if beta > 0 else "UCL", "beta": float(beta), "normalization": norm,
-                            "encoder": enc}, etf, w)
+            rows += _seeds(
+                {
+                    "method": "HUCL" if beta > 0 else "UCL",
+                    "beta": float(beta),
+                    "normalization": norm,
+                    "encoder": enc,
+                },
+                etf,
+                w,
+            )
     return rows
 
 
@@ -512,10 +565,24 @@ def _s3_table(curves: dict, wcv: dict | None = None) -> pd.DataFrame:
     rows = _s3_rows(curves, wcv)
     out = []
     for i, r in enumerate(rows):
-        base = {"method": r["method"], "beta": r["beta"], "normalization": r["normalization"],
-                "encoder": r["encoder"], "positives": "label", "seed": r["seed"]}
-        out.append({"grid": "s3_hucl_beta", **base, "run_key": f"s3k{i}", "epoch": 5,
-                    "etf_mean": r["etf_mean"], "within_class_variation": r["within_class_variation"]})
+        base = {
+            "method": r["method"],
+            "beta": r["beta"],
+            "normalization": r["normalization"],
+            "encoder": r["encoder"],
+            "positives": "label",
+            "seed": r["seed"],
+        }
+        out.append(
+            {
+                "grid": "s3_hucl_beta",
+                **base,
+                "run_key": f"s3k{i}",
+                "epoch": 5,
+                "etf_mean": r["etf_mean"],
+                "within_class_variation": r["within_class_variation"],
+            }
+        )
     return pd.DataFrame(out)
 
 
@@ -557,7 +624,9 @@ def _write_claim_folder(folder: Path, table: pd.DataFrame) -> None:
 
 def _r5_table(grid: str = "r5_batch_size", small_etf: float = 0.3, small_wcv: float = 0.2) -> pd.DataFrame:
     return _claim_table(
-        grid, _seeds({"batch_size": 32}, small_etf, small_wcv) + _seeds({"batch_size": 64}, 0.01, 0.01)
+        grid,
+        _seeds({"batch_size": 32}, small_etf, small_wcv)
+        + _seeds({"batch_size": 64}, 0.01, 0.01)
         + _seeds({"batch_size": 512}, 0.02, 0.01),
     )
 
@@ -574,14 +643,21 @@ def test_claims_on_a_single_grid_folder_judge_its_claim(tmp_path):
 def test_claims_match_scaled_grid_folders_and_keep_scales_apart(tmp_path):
     _write_claim_folder(tmp_path / "r5_batch_size", _r5_table())
     # the same runs (same keys) at another scale, where batch size 32 is NC too
-    _write_claim_folder(tmp_path / "r5_batch_size-paper", _r5_table("r5_batch_size-paper", small_etf=0.01, small_wcv=0.01))
-    _write_claim_folder(tmp_path / "s3_hucl_beta-quick", _s3_table({("free", "sphere"): {0: 0.01, 1: 0.1, 5: 0.3}}))
+    _write_claim_folder(
+        tmp_path / "r5_batch_size-paper", _r5_table("r5_batch_size-paper", small_etf=0.01, small_wcv=0.01)
+    )
+    _write_claim_folder(
+        tmp_path / "s3_hucl_beta-quick", _s3_table({("free", "sphere"): {0: 0.01, 1: 0.1, 5: 0.3}})
+    )
     table = sw.load_results(tmp_path)
     v = sw.evaluate_claims(table)
     got = list(zip(v["claim"], v["grid"], v["verdict"], v["n_runs"]))
     assert got == [
-        ("S1", "", "no data", 0), ("S2", "", "no data", 0), ("S3", "s3_hucl_beta-quick", "reproduced", 9),
-        ("S4", "", "no data", 0), ("R5", "r5_batch_size", "reproduced", 9),
+        ("S1", "", "no data", 0),
+        ("S2", "", "no data", 0),
+        ("S3", "s3_hucl_beta-quick", "reproduced", 9),
+        ("S4", "", "no data", 0),
+        ("R5", "r5_batch_size", "reproduced", 9),
         ("R5", "r5_batch_size-paper", "partly reproduced", 9),
     ]
 
@@ -617,13 +693,27 @@ def test_failing_stack_falls_back_to_single_runs(tmp_path):
     grid = sw.load_grid(_spec())
     sw.run_sweep(grid, tmp_path / "ref", runner=fake_run, progress=False)
     # every stack holds a seed-1 run and fails; alone, only the seed-1 runs fail
-    s = sw.run_sweep(grid, tmp_path / "st", runner=failing_run, stack=True, group_fn=group_fn,
-                     stacked_runner=stack_failing, progress=False)
+    s = sw.run_sweep(
+        grid,
+        tmp_path / "st",
+        runner=failing_run,
+        stack=True,
+        group_fn=group_fn,
+        stacked_runner=stack_failing,
+        progress=False,
+    )
     assert s.n_done == 12 and sorted(s.failures) == sorted(c.key() for c in grid.configs if c.seed == 1)
     assert all("boom" in tb and "stack boom" in tb for tb in s.failures.values())
     # the stack fails, every run succeeds alone: all stored, same table as single runs
-    s = sw.run_sweep(grid, tmp_path / "st2", runner=fake_run, stack=True, group_fn=group_fn,
-                     stacked_runner=stack_failing, progress=False)
+    s = sw.run_sweep(
+        grid,
+        tmp_path / "st2",
+        runner=fake_run,
+        stack=True,
+        group_fn=group_fn,
+        stacked_runner=stack_failing,
+        progress=False,
+    )
     assert s.ok and s.n_done == 18
     assert _table_bytes(tmp_path / "ref") == _table_bytes(tmp_path / "st2")
 
@@ -654,7 +744,14 @@ def test_stacking_helpers_come_from_synthetic_stacked(tmp_path, monkeypatch):
 
 
 def test_sort_table_missing_values_order_matches_docstring():
-    t = pd.DataFrame({"a": ["x", None, "b"], "n": [1.0, 2.0, float("nan")], "run_key": ["k1", "k2", "k3"], "epoch": [0, 0, 0]})
+    t = pd.DataFrame(
+        {
+            "a": ["x", None, "b"],
+            "n": [1.0, 2.0, float("nan")],
+            "run_key": ["k1", "k2", "k3"],
+            "epoch": [0, 0, 0],
+        }
+    )
     assert list(store.sort_table(t)["run_key"]) == ["k2", "k3", "k1"]  # missing string first
     t["a"] = "same"
     assert list(store.sort_table(t)["run_key"]) == ["k1", "k2", "k3"]  # numeric NaN last

@@ -100,12 +100,19 @@ KEY_CASES = [
     (dict(psi="sum"), dict(margin=3.0), dict(num_negatives=7)),
     (dict(psi="mean", estimator="sampled"), dict(margin=3.0), dict(num_negatives=7)),
     (dict(psi="triplet", estimator="sampled"), dict(noise_std=0.3), dict(num_negatives=7)),
-    (dict(method="InfoNCE"), dict(psi="sum", estimator="sampled", num_negatives=3, margin=0.5), dict(tau=0.3)),
+    (
+        dict(method="InfoNCE"),
+        dict(psi="sum", estimator="sampled", num_negatives=3, margin=0.5),
+        dict(tau=0.3),
+    ),
     (dict(method="WeiNCE"), dict(psi="triplet", num_negatives=3), dict(normalization="ball")),
     (dict(encoder="linear"), dict(hidden=3, init_scale=2.0), dict(input_dim=9)),
     (dict(encoder="mlp"), dict(init_scale=2.0), dict(hidden=3)),
-    (dict(encoder="free"), dict(hidden=3, n_test_per_class=0, input_dim=5, separation=9.0, sigma=0.1,
-                                centres="orthogonal"), dict(init_scale=2.0)),
+    (
+        dict(encoder="free"),
+        dict(hidden=3, n_test_per_class=0, input_dim=5, separation=9.0, sigma=0.1, centres="orthogonal"),
+        dict(init_scale=2.0),
+    ),
     (dict(encoder="linear"), dict(init_scale=0.5), dict(n_test_per_class=1)),
     (dict(positives="label"), dict(noise_std=0.5), dict(positives="noise")),
     (dict(positives="noise"), dict(hidden=5), dict(noise_std=0.5)),
@@ -129,8 +136,19 @@ def test_config_key_ignores_unused_fields_only(base, same, other):
 @pytest.mark.parametrize("base, same, other", KEY_CASES)
 def test_unused_fields_do_not_change_the_run(base, same, other):
     # The claim behind the shared key, checked on the trained tables themselves.
-    kw = {**dict(num_classes=4, n_per_class=10, n_test_per_class=3, input_dim=6, hidden=8, epochs=2,
-                 lr=0.05, dtype="float64"), **base}
+    kw = {
+        **dict(
+            num_classes=4,
+            n_per_class=10,
+            n_test_per_class=3,
+            input_dim=6,
+            hidden=8,
+            epochs=2,
+            lr=0.05,
+            dtype="float64",
+        ),
+        **base,
+    }
     c = RunConfig(**kw)
     a, b = train_run(c), train_run(c.replace(**same))
     pd.testing.assert_frame_equal(a[list(METRIC_COLUMNS)], b[list(METRIC_COLUMNS)], check_exact=True)
@@ -181,7 +199,9 @@ def test_closed_form_matches_spec_table():
     assert closed_form_optimum(RunConfig(num_classes=10)) == pytest.approx(0.284572, abs=1e-6)
     assert closed_form_optimum(RunConfig(num_classes=100)) == pytest.approx(0.310555, abs=1e-6)
     assert closed_form_optimum(RunConfig(num_classes=10, psi="sum")) == pytest.approx(4.445863, abs=1e-6)
-    assert closed_form_optimum(RunConfig(num_classes=10, psi="sum", tau=0.5)) == pytest.approx(3.358367, abs=1e-6)
+    assert closed_form_optimum(RunConfig(num_classes=10, psi="sum", tau=0.5)) == pytest.approx(
+        3.358367, abs=1e-6
+    )
     assert math.isnan(closed_form_optimum(RunConfig(method="InfoNCE")))
 
 
@@ -255,8 +275,13 @@ def _loop_paper_metrics(z, y, C):
                 cos = mu[i] @ mu[j] / (np.linalg.norm(mu[i]) * np.linalg.norm(mu[j]))
                 devs.append(abs(cos + 1 / (C - 1)))
     wcv = sum(np.mean([np.linalg.norm(z[k] - mu[c]) for k in np.where(y == c)[0]]) for c in range(C)) / C
-    return dict(unit_norm=unit_norm, zero_sum=zero_sum, etf_mean=np.mean(devs), etf_max=max(devs),
-                within_class_variation=wcv), np.array(mu)
+    return dict(
+        unit_norm=unit_norm,
+        zero_sum=zero_sum,
+        etf_mean=np.mean(devs),
+        etf_max=max(devs),
+        within_class_variation=wcv,
+    ), np.array(mu)
 
 
 @pytest.mark.parametrize("encoder", ["free", "mlp"])
@@ -304,13 +329,21 @@ def test_epoch0_metrics_and_full_loss_match_references(encoder):
 def test_every_method_trains_finite(kwargs):
     df = train_run(RunConfig(**{**TINY, **kwargs}))
     assert len(df) == TINY["epochs"] + 1
-    num = df[[c for c in METRIC_COLUMNS if c not in ("ncm_acc", "optimum", "gap_to_optimum", "full_gap", "loss")]]
+    num = df[
+        [c for c in METRIC_COLUMNS if c not in ("ncm_acc", "optimum", "gap_to_optimum", "full_gap", "loss")]
+    ]
     assert np.isfinite(num.to_numpy(float)).all()
     assert np.isfinite(df["loss"].iloc[1:]).all()
 
 
-@pytest.mark.parametrize("kwargs", [dict(method="SCL"), dict(method="HSCL", beta=5.0),
-                                    dict(method="HSCL", beta=2.0, positives="noise", encoder="linear")])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(method="SCL"),
+        dict(method="HSCL", beta=5.0),
+        dict(method="HSCL", beta=2.0, positives="noise", encoder="linear"),
+    ],
+)
 def test_full_batch_scl_loss_never_below_closed_form(kwargs):
     """Theorem T4/T5 (Harris + Jensen): the full-batch (H)SCL loss is >= L*_SCL at every state."""
     cfg = RunConfig(**{**TINY, **kwargs, "epochs": 30}, lr=0.05, normalization="ball", dtype="float64")
@@ -333,8 +366,16 @@ def test_float32_and_float64_runs_agree_early(dtype):
 )
 def test_hscl_sphere_moves_toward_neural_collapse(C, n, epochs):
     """Claim S1 in miniature: HSCL on the sphere drives etf_mean and the within-class spread to 0."""
-    cfg = RunConfig(method="HSCL", beta=2.0, num_classes=C, n_per_class=n, normalization="sphere",
-                    lr=0.05, epochs=epochs, eval_every=epochs // 3)
+    cfg = RunConfig(
+        method="HSCL",
+        beta=2.0,
+        num_classes=C,
+        n_per_class=n,
+        normalization="sphere",
+        lr=0.05,
+        epochs=epochs,
+        eval_every=epochs // 3,
+    )
     df = train_run(cfg)
     first, last = df.iloc[0], df.iloc[-1]
     assert last["etf_mean"] < 0.25 * first["etf_mean"]
@@ -349,7 +390,9 @@ def test_record_means_decodes_to_recorded_geometry():
     for _, row in df.iterrows():
         mu = decode_class_means(row["class_means"])
         assert mu.shape == (cfg.num_classes, cfg.embed_dim)
-        assert np.mean(np.abs(np.linalg.norm(mu, axis=1) - 1)) == pytest.approx(row["unit_norm"], rel=1e-6, abs=1e-9)
+        assert np.mean(np.abs(np.linalg.norm(mu, axis=1) - 1)) == pytest.approx(
+            row["unit_norm"], rel=1e-6, abs=1e-9
+        )
     with pytest.raises(ValueError):
         decode_class_means(3.0)
 
@@ -360,7 +403,9 @@ def test_methods_constant_is_complete():
 
 def test_progress_flag_does_not_change_the_table():
     cfg = RunConfig(method="SCL", **TINY)
-    pd.testing.assert_frame_equal(train_run(cfg, progress=True), train_run(cfg, device="cpu"), check_exact=True)
+    pd.testing.assert_frame_equal(
+        train_run(cfg, progress=True), train_run(cfg, device="cpu"), check_exact=True
+    )
 
 
 def test_config_columns_and_no_test_set():
@@ -425,8 +470,9 @@ def _reference_skips(cfg: RunConfig) -> list[int]:
     return out
 
 
-@pytest.mark.parametrize("method, beta, dtype", [("SCL", 0.0, "float64"), ("HSCL", 3.0, "float64"),
-                                                 ("HSCL", 3.0, "float32")])
+@pytest.mark.parametrize(
+    "method, beta, dtype", [("SCL", 0.0, "float64"), ("HSCL", 3.0, "float64"), ("HSCL", 3.0, "float32")]
+)
 def test_single_class_batches_are_skipped_and_counted(method, beta, dtype):
     cfg = RunConfig(method=method, beta=beta, encoder="free", **{**SKIP, "dtype": dtype})
     skips = _reference_skips(cfg)
@@ -445,7 +491,9 @@ def test_single_class_batches_are_skipped_and_counted(method, beta, dtype):
         for b in perm:
             if int(y[b][0]) == int(y[b][1]):
                 continue
-            loss = contrastive_loss(model(b), y[b], setting="supervised", beta=beta, tau=cfg.tau, num_classes=2)
+            loss = contrastive_loss(
+                model(b), y[b], setting="supervised", beta=beta, tau=cfg.tau, num_classes=2
+            )
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -464,5 +512,7 @@ def test_an_epoch_of_only_single_class_batches_raises():
     cfg = RunConfig(method="SCL", encoder="free", **{**SKIP, "n_per_class": 2, "epochs": 12})
     skips = _reference_skips(cfg)
     assert 2 in skips  # both steps of some epoch are single-class (checked by the reference)
-    with pytest.raises(ValueError, match=f"every mini-batch of epoch {skips.index(2) + 1} holds a single class"):
+    with pytest.raises(
+        ValueError, match=f"every mini-batch of epoch {skips.index(2) + 1} holds a single class"
+    ):
         train_run(cfg)

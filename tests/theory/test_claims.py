@@ -34,11 +34,21 @@ def _claims() -> list[Claim]:
         SubCheck.tolerance("Monte Carlo gap", 0.17, 0.0, kind="gap", instances=1000, note="CI99=[0.16,0.18]"),
         SubCheck.tolerance("non-finite", math.nan, 1e-9, kind="error"),
     ]
-    t4 = Claim.from_subchecks("T4", subs[:2], setting={"scale": "quick", "seed": 0}, command="python -m theory")
+    t4 = Claim.from_subchecks(
+        "T4", subs[:2], setting={"scale": "quick", "seed": 0}, command="python -m theory"
+    )
     t5 = Claim.from_subchecks("T5", subs, command="python -m theory")
-    s1 = Claim("S1", "PARTLY", evidence=[Evidence("etf_mean", 0.02, 0.001, "std", n=3),
-                                         Evidence("ci", -math.inf, math.inf, "ci", level=0.99)],
-               setting={"C": 10}, command="python -m synthetic claims results", figures=("fig1",))
+    s1 = Claim(
+        "S1",
+        "PARTLY",
+        evidence=[
+            Evidence("etf_mean", 0.02, 0.001, "std", n=3),
+            Evidence("ci", -math.inf, math.inf, "ci", level=0.99),
+        ],
+        setting={"C": 10},
+        command="python -m synthetic claims results",
+        figures=("fig1",),
+    )
     return [t4, t5, s1, not_run("R1", "python -m realdata r1", criterion="NCM +40 points")]
 
 
@@ -47,7 +57,10 @@ def _claims() -> list[Claim]:
 
 
 def test_verdict_parse_and_ok():
-    assert Verdict.parse("NOT RUN") is Verdict.NOT_RUN and Verdict.parse("not_reproduced") is Verdict.NOT_REPRODUCED
+    assert (
+        Verdict.parse("NOT RUN") is Verdict.NOT_RUN
+        and Verdict.parse("not_reproduced") is Verdict.NOT_REPRODUCED
+    )
     assert Verdict.parse(Verdict.PASS) is Verdict.PASS and str(Verdict.NOT_REPRODUCED) == "NOT REPRODUCED"
     assert Verdict.PASS.ok and Verdict.REPRODUCED.ok and not Verdict.PARTLY.ok and not Verdict.FAIL.ok
     with pytest.raises(ValueError, match="verdict"):
@@ -101,7 +114,11 @@ def test_tolerance_pass_fail_and_severity(kind, value, tol, passed, severity):
     assert s.passed is passed and s.verdict is (Verdict.PASS if passed else Verdict.FAIL)
     assert s.severity == pytest.approx(severity)
     e = s.evidence[0]
-    assert e.label == ("max err" if kind == "error" else "min gap") and e.spread == tol and e.spread_kind == "tol"
+    assert (
+        e.label == ("max err" if kind == "error" else "min gap")
+        and e.spread == tol
+        and e.spread_kind == "tol"
+    )
     assert (math.isnan(e.value) and math.isnan(value)) or e.value == value
 
 
@@ -155,8 +172,19 @@ def test_json_round_trip_including_nan_and_inf():
 def test_to_frame_columns_and_rows():
     claims = _claims()
     f = to_frame(claims)
-    assert list(f.columns) == ["id", "statement", "verdict", "evidence", "setting", "command", "criterion",
-                               "figures", "checks", "instances", "worst"]
+    assert list(f.columns) == [
+        "id",
+        "statement",
+        "verdict",
+        "evidence",
+        "setting",
+        "command",
+        "criterion",
+        "figures",
+        "checks",
+        "instances",
+        "worst",
+    ]
     assert f["id"].tolist() == ["T4", "T5", "S1", "R1"]
     assert f["verdict"].tolist() == ["PASS", "FAIL", "PARTLY", "NOT RUN"]
     assert f.loc[0, "setting"] == "scale=quick, seed=0" and f.loc[0, "checks"] == 2
@@ -181,7 +209,7 @@ def test_format_table_rows():
     assert [ln for ln in lines if ln.startswith("T5 ")][0].endswith("FAIL")
     assert [ln for ln in lines if ln.startswith("R1 ")][0].rstrip().endswith("NOT RUN")
     assert "no check ran" in [ln for ln in lines if ln.startswith("R1 ")][0]
-    subs = lines[lines.index("sub-checks:") + 1:]
+    subs = lines[lines.index("sub-checks:") + 1 :]
     assert len(subs) == 5
     assert subs[0] == "  T4     PASS  max err 3.00e-16     tol 1e-12  n=60       closed form vs batch"
     assert subs[1].endswith("Monte Carlo gap  [CI99=[0.16,0.18]]")

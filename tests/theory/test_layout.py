@@ -24,7 +24,9 @@ def _imports(path: Path) -> set[str]:
 
 def test_theory_imports_nothing_from_the_other_packages():
     for path in (ROOT / "theory").rglob("*.py"):
-        bad = {m for m in _imports(path) if m.split(".")[0] in ("synthetic", "realdata", "figures", "benchmarks")}
+        bad = {
+            m for m in _imports(path) if m.split(".")[0] in ("synthetic", "realdata", "figures", "benchmarks")
+        }
         assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
 
 
@@ -44,6 +46,7 @@ def test_diagnostics_do_not_load_the_loss():
         "assert 'theory.weince.loss' in sys.modules\n"
     )
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr

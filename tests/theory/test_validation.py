@@ -13,7 +13,6 @@ import torch
 
 from theory.validation import integer, real
 
-
 # ---------------------------------------------------------------------------------------------
 # real
 
@@ -35,8 +34,16 @@ def test_real_keeps_value_of_float_tensors(dtype):
 
 @pytest.mark.parametrize(
     "lo,lo_open,hi,hi_open",
-    [(None, False, None, False), (0, False, None, False), (0, True, None, False), (None, False, 1, False),
-     (None, False, 1, True), (0, False, 1, True), (0, True, 0.5, False), (-1, True, 1, True)],
+    [
+        (None, False, None, False),
+        (0, False, None, False),
+        (0, True, None, False),
+        (None, False, 1, False),
+        (None, False, 1, True),
+        (0, False, 1, True),
+        (0, True, 0.5, False),
+        (-1, True, 1, True),
+    ],
 )
 @pytest.mark.parametrize("v", [-2.0, -1.0, -0.5, 0.0, 0.25, 0.5, 0.75, 1.0, 1.5])
 def test_real_bounds_match_manual_interval(lo, lo_open, hi, hi_open, v):
@@ -153,8 +160,14 @@ def test_modules_share_the_messages():
     calls = [
         (lambda: hcl.scl_optimum(3, tau=0), r"tau must be > 0(\.0)?, got 0"),
         (lambda: hcl.binomial_mixture(1.5, 3), r"q must be in \[0(\.0)?, 1(\.0)?\], got 1.5"),
-        (lambda: infonce.info_nce(torch.zeros(3, 2), torch.zeros(3, 2), tau=math.inf), "tau must be a finite"),
-        (lambda: collapse.nc1(torch.zeros(4, 2), torch.tensor([0, 0, 1, 1]), num_classes=True), "num_classes must"),
+        (
+            lambda: infonce.info_nce(torch.zeros(3, 2), torch.zeros(3, 2), tau=math.inf),
+            "tau must be a finite",
+        ),
+        (
+            lambda: collapse.nc1(torch.zeros(4, 2), torch.tensor([0, 0, 1, 1]), num_classes=True),
+            "num_classes must",
+        ),
         (lambda: convex.etf_gram_np(np.int64(1)), "num_classes must be an integer >= 2, got np.int64"),
         (lambda: gpd.gpd_loglik([0.1], 0.1, -1.0), "sigma must be > 0"),
         (lambda: weince.tail_size(True, 0.1, 1), "num_negatives must be an integer >= 1, got True"),

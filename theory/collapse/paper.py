@@ -170,9 +170,7 @@ def ncm_accuracy(
     tr = _features(train_z, "train_z")
     te = _features(test_z, "test_z")
     if te.shape[1] != tr.shape[1]:
-        raise ValueError(
-            f"test_z has dimension d = {te.shape[1]} but train_z has d = {tr.shape[1]}"
-        )
+        raise ValueError(f"test_z has dimension d = {te.shape[1]} but train_z has d = {tr.shape[1]}")
     te = te.to(tr.device)
     ytr, C = _labels(train_labels, tr.shape[0], num_classes, tr.device, "train_labels")
     yte, _ = _labels(test_labels, te.shape[0], C, tr.device, "test_labels")

@@ -124,9 +124,7 @@ def _global_mean(mu: torch.Tensor, global_mean) -> torch.Tensor:
         return mu.mean(dim=0)
     g = _to_tensor(global_mean, "global_mean")
     if g.dim() != 1 or g.shape[0] != mu.shape[1]:
-        raise ValueError(
-            f"global_mean must have shape ({mu.shape[1]},) to match mu, got {tuple(g.shape)}"
-        )
+        raise ValueError(f"global_mean must have shape ({mu.shape[1]},) to match mu, got {tuple(g.shape)}")
     g = g.to(device=mu.device, dtype=_F64)
     if not bool(torch.isfinite(g).all()):
         raise ValueError("global_mean contains non-finite values")
@@ -168,7 +166,9 @@ def _between_from_means(mu: torch.Tensor, mu_g: torch.Tensor) -> torch.Tensor:
     return _symmetrised(c.T @ c / mu.shape[0])
 
 
-def _batch_stats(z, labels, num_classes) -> tuple[torch.Tensor, torch.Tensor, int, torch.Tensor, torch.Tensor]:
+def _batch_stats(
+    z, labels, num_classes
+) -> tuple[torch.Tensor, torch.Tensor, int, torch.Tensor, torch.Tensor]:
     """Validated ``(zt, y, C, counts, mu)`` of a labelled batch (float64 features and means)."""
     zt = _features(z, "z")
     y, C = _labels(labels, zt.shape[0], num_classes, zt.device)

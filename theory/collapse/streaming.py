@@ -108,7 +108,7 @@ class ClassStatsAccumulator:
 
     # -- pass 1 ------------------------------------------------------------------------------
 
-    def update(self, z, labels) -> "ClassStatsAccumulator":
+    def update(self, z, labels) -> ClassStatsAccumulator:
         """Add a mini-batch ``z`` ``(B, d)`` with ``labels`` ``(B,)`` (pass 1). Returns self."""
         if self._frozen:
             raise RuntimeError(
@@ -190,7 +190,7 @@ class ClassStatsAccumulator:
 
     # -- pass 2 ------------------------------------------------------------------------------
 
-    def update_distances(self, z, labels) -> "ClassStatsAccumulator":
+    def update_distances(self, z, labels) -> ClassStatsAccumulator:
         """Pass 2: add ``||z_i - mu_{y_i}||`` against the frozen pass-1 means. Returns self."""
         if self._counts is None:
             raise RuntimeError("ClassStatsAccumulator: run pass 1 (update) before update_distances")
@@ -205,7 +205,7 @@ class ClassStatsAccumulator:
         return self
 
     def within_class_variation(self) -> float:
-        """"Paper" P5 (as :func:`within_class_variation`), after a complete second pass."""
+        """ "Paper" P5 (as :func:`within_class_variation`), after a complete second pass."""
         self._require_data()
         if not self._frozen:
             raise RuntimeError(

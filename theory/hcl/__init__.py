@@ -57,13 +57,32 @@ from theory.hcl.sampling import (
 
 #: Names served from the modules with heavy imports (cvxpy, sympy), loaded on first access.
 _LAZY = {
-    **{name: "theory.hcl.convex" for name in (
-        "GramSolution", "minimize_gram", "minimize_scl", "minimize_ucl", "population_loss_at_gram",
-        "etf_gram_np", "SOLVERS")},
-    **{name: "theory.hcl.symbolic" for name in (
-        "etf_gram_matrix", "etf_gram_eigenvalues", "etf_gram_eigenvalues_general",
-        "check_etf_spectrum", "min_mean_pairwise_inner_product", "scl_optimum_expr",
-        "ucl_optimum_expr", "hucl_at_nc_expr", "collision_probability_expr")},
+    **{
+        name: "theory.hcl.convex"
+        for name in (
+            "GramSolution",
+            "minimize_gram",
+            "minimize_scl",
+            "minimize_ucl",
+            "population_loss_at_gram",
+            "etf_gram_np",
+            "SOLVERS",
+        )
+    },
+    **{
+        name: "theory.hcl.symbolic"
+        for name in (
+            "etf_gram_matrix",
+            "etf_gram_eigenvalues",
+            "etf_gram_eigenvalues_general",
+            "check_etf_spectrum",
+            "min_mean_pairwise_inner_product",
+            "scl_optimum_expr",
+            "ucl_optimum_expr",
+            "hucl_at_nc_expr",
+            "collision_probability_expr",
+        )
+    },
 }
 
 __all__ = [

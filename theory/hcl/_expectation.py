@@ -26,7 +26,7 @@ class _ExpectedPsi(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, S, rows, cols, allowed, beta, tau, shift):  # noqa: D102
+    def forward(ctx, S, rows, cols, allowed, beta, tau, shift):
         B = S.shape[0]
         scalar_zero_beta = not isinstance(beta, torch.Tensor) and beta == 0.0
         if scalar_zero_beta:
@@ -49,7 +49,7 @@ class _ExpectedPsi(torch.autograd.Function):
 
     @staticmethod
     @torch.autograd.function.once_differentiable
-    def backward(ctx, grad_out):  # noqa: D102
+    def backward(ctx, grad_out):
         Y, Bv, rows, cols, sig = ctx.saved_tensors
         gp = sig * (grad_out * ctx.scale)
         gm = torch.zeros_like(Bv).index_add_(0, rows, gp)

@@ -136,7 +136,7 @@ def _multisets(classes: Sequence[int], p: np.ndarray, k: int):
 
 
 def _objective(G, C, k, setting, psi, tau, margin, pi):
-    """cvxpy expression of the population loss F(G) (see module docstring)."""
+    """Cvxpy expression of the population loss F(G) (see module docstring)."""
     terms = []
     for c in range(C):
         p = _negative_law(pi, c, setting)
@@ -231,7 +231,9 @@ def minimize_gram(
     Raises:
         ValueError: bad arguments. RuntimeError: no solver reached an optimal status.
     """
-    C, k, tau, margin, pi = _validate(num_classes, setting, psi, normalization, num_negatives, tau, margin, priors)
+    C, k, tau, margin, pi = _validate(
+        num_classes, setting, psi, normalization, num_negatives, tau, margin, priors
+    )
     if solver is None:
         order = list(SOLVERS)
     elif solver in SOLVERS:

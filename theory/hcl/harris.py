@@ -90,7 +90,7 @@ def random_instance(
 
 
 def eta_from_hardening(eta: str = "exponential", **params: float) -> Callable[[np.ndarray], np.ndarray]:
-    """numpy wrapper of :func:`theory.hcl.sampling.hardening` (float64 in, float64 out)."""
+    """Numpy wrapper of :func:`theory.hcl.sampling.hardening` (float64 in, float64 out)."""
     fn = hardening(eta, **params)
     return lambda s: fn(torch.as_tensor(np.asarray(s, dtype=np.float64))).numpy()
 
@@ -137,7 +137,8 @@ def _negative_sets(labels: np.ndarray, setting: str) -> list[np.ndarray]:
 
 def _eval_eta(eta: Callable, s: np.ndarray) -> np.ndarray:
     """Evaluate ``eta`` on float64 scores; accepts numpy or torch hardening functions
-    (e.g. :func:`theory.hcl.sampling.hardening` directly)."""
+    (e.g. :func:`theory.hcl.sampling.hardening` directly).
+    """
     try:
         out = eta(s)
     except (TypeError, AttributeError):  # a torch-only function (e.g. uses Tensor methods)
@@ -232,7 +233,9 @@ def _check_points(z, labels) -> tuple[np.ndarray, np.ndarray]:
     if z.ndim != 2:
         raise ValueError(f"z must be 2-D (N, d), got shape {z.shape}")
     if labels.shape != (z.shape[0],) or not np.issubdtype(labels.dtype, np.integer):
-        raise ValueError(f"labels must be integers of shape ({z.shape[0]},), got {labels.shape} {labels.dtype}")
+        raise ValueError(
+            f"labels must be integers of shape ({z.shape[0]},), got {labels.shape} {labels.dtype}"
+        )
     return z, labels
 
 
@@ -260,11 +263,14 @@ def harris_exact_check(
         N = int(rng.integers(C + 1, max(C + 1, max_points) + 1))
         d = int(rng.integers(1, 5))
         k = int(rng.integers(1, max_k + 1))
-        z, labels = random_instance(rng, num_points=N, num_classes=C, d=d,
-                                    normalization=str(rng.choice(["ball", "sphere"])))
+        z, labels = random_instance(
+            rng, num_points=N, num_classes=C, d=d, normalization=str(rng.choice(["ball", "sphere"]))
+        )
         form = int(rng.integers(4))
         if form < 3:
-            psi = make_psi(PSI_FORMS[form], k, tau=float(rng.uniform(0.1, 2.0)), margin=float(rng.uniform(0, 2)))
+            psi = make_psi(
+                PSI_FORMS[form], k, tau=float(rng.uniform(0.1, 2.0)), margin=float(rng.uniform(0, 2))
+            )
         else:
             psi = random_psi(k, rng)
         eta_name, eta = random_eta(rng)
@@ -330,7 +336,12 @@ def beta_monotonicity(
         instances=num_instances,
         worst_gap=worst,
         passed=worst >= -tol,
-        details={"pairs": pairs, "betas": list(betas), "mean_curve": mean_curve.tolist(), "worst_instance": worst_desc},
+        details={
+            "pairs": pairs,
+            "betas": list(betas),
+            "mean_curve": mean_curve.tolist(),
+            "worst_instance": worst_desc,
+        },
     )
 
 
@@ -389,7 +400,9 @@ def harris_monte_carlo(
     anchors = rng.integers(0, N, num_pairs)
     positives = labels[anchors] * per_class + rng.integers(0, per_class, num_pairs)
     S_a = z[anchors] @ z.T  # (M, N)
-    allowed = labels[None, :] != labels[anchors][:, None] if setting == "supervised" else np.ones_like(S_a, bool)
+    allowed = (
+        labels[None, :] != labels[anchors][:, None] if setting == "supervised" else np.ones_like(S_a, bool)
+    )
     s_pos = np.einsum("md,md->m", z[anchors], z[positives])[:, None]
     base_w = allowed.astype(np.float64)
     hard_w = base_w * _eval_eta(eta_fn, S_a)

@@ -217,7 +217,8 @@ def two_view_contrastive_loss(
 
 def _named(name: str, doc: str):
     """The loss function of method ``name`` of :data:`theory.options.METHODS`: its setting, and
-    beta = 0 (SCL, UCL) or a required beta > 0 (HSCL, HUCL)."""
+    beta = 0 (SCL, UCL) or a required beta > 0 (HSCL, HUCL).
+    """
     setting, hard = METHODS[name]
     default_beta = None if hard else 0.0
 

@@ -124,7 +124,11 @@ def collision_probability_batch(
     n_other = (B - counts).astype(np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         logit = np.log(n_same) - np.log(n_other) + beta * C / (C - 1)
-        q = np.where(logit >= 0, 1.0 / (1.0 + np.exp(-np.abs(logit))), np.exp(-np.abs(logit)) / (1.0 + np.exp(-np.abs(logit))))
+        q = np.where(
+            logit >= 0,
+            1.0 / (1.0 + np.exp(-np.abs(logit))),
+            np.exp(-np.abs(logit)) / (1.0 + np.exp(-np.abs(logit))),
+        )
     q = np.where((n_same == 0) & (n_other == 0), np.nan, q)
     return q
 

@@ -35,7 +35,9 @@ _check_tau = functools.partial(real, "tau", lo=0.0, lo_open=True)
 _check_margin = functools.partial(real, "margin", lo=0.0)
 
 
-def apply_psi(t: torch.Tensor, psi: str = "mean", *, tau: float = HCL_TAU, margin: float = MARGIN) -> torch.Tensor:
+def apply_psi(
+    t: torch.Tensor, psi: str = "mean", *, tau: float = HCL_TAU, margin: float = MARGIN
+) -> torch.Tensor:
     """The psi family of spec/hcl.md §2.1 applied to ``t / tau``, over the last axis.
 
     Shapes: ``t`` ``(..., K)`` differences ``S[i, n_r] - S[i, j]`` -> ``(...)``.

@@ -54,7 +54,9 @@ def hardening(eta: str = "exponential", **params: float) -> Callable[[torch.Tens
     one_of("eta", eta, HARDENINGS)
     unknown = set(params) - allowed_params[eta]
     if unknown:
-        raise ValueError(f"unknown parameter(s) {sorted(unknown)} for eta={eta!r}; expected {sorted(allowed_params[eta])}")
+        raise ValueError(
+            f"unknown parameter(s) {sorted(unknown)} for eta={eta!r}; expected {sorted(allowed_params[eta])}"
+        )
     if eta == "exponential":
         beta = real("beta", params.get("beta", 1.0), lo=0)
         return lambda t: torch.exp(beta * t)
@@ -67,9 +69,7 @@ def hardening(eta: str = "exponential", **params: float) -> Callable[[torch.Tens
     return lambda t: torch.where(t + shift > 0, torch.clamp(t + shift, min=0.0) ** power, torch.zeros_like(t))
 
 
-def tilted_log_weights(
-    S: torch.Tensor, allowed: torch.Tensor, beta: float | torch.Tensor
-) -> torch.Tensor:
+def tilted_log_weights(S: torch.Tensor, allowed: torch.Tensor, beta: float | torch.Tensor) -> torch.Tensor:
     """Log of the exponentially tilted negative law, row-wise.
 
     ``log q[i, n] = beta S[i, n] - logsumexp_{m allowed} beta S[i, m]`` for allowed ``n``, and

@@ -71,7 +71,8 @@ def etf_gram_eigenvalues_general() -> tuple[sp.Symbol, dict]:
 def check_etf_spectrum(num_classes: Sequence[int] = (2, 3, 4, 5, 6, 7, 8, 10)) -> bool:
     """True iff the concrete spectra equal ``{C/(C-1): C-1, 0: 1}`` for every ``C`` in
     ``num_classes`` (a sequence of class counts), the general formula substituted at those ``C``
-    agrees, and ``trace = C``."""
+    agrees, and ``trace = C``.
+    """
     Csym, general = etf_gram_eigenvalues_general()
     for C in num_classes:
         want = {sp.Rational(C, C - 1): C - 1, sp.Integer(0): 1}
@@ -171,7 +172,10 @@ def collision_probability_expr(num_classes: int | sp.Symbol | None = None, beta=
 def _binomial_mixture_expr(q: sp.Expr, C: int, psi: str, K: int, tau, margin) -> sp.Expr:
     a = sp.Rational(-C, C - 1)
     return sum(
-        sp.binomial(K, m) * q**m * (1 - q) ** (K - m) * _psi_expr([sp.Integer(0)] * m + [a] * (K - m), psi, tau, margin)
+        sp.binomial(K, m)
+        * q**m
+        * (1 - q) ** (K - m)
+        * _psi_expr([sp.Integer(0)] * m + [a] * (K - m), psi, tau, margin)
         for m in range(K + 1)
     )
 
@@ -188,7 +192,13 @@ def ucl_optimum_expr(
 
 
 def hucl_at_nc_expr(
-    num_classes: int, beta, *, psi: str = "mean", num_negatives: int = NUM_NEGATIVES, tau=HCL_TAU, margin=MARGIN
+    num_classes: int,
+    beta,
+    *,
+    psi: str = "mean",
+    num_negatives: int = NUM_NEGATIVES,
+    tau=HCL_TAU,
+    margin=MARGIN,
 ) -> sp.Expr:
     """Binomial HUCL value at NC with ``q = q(beta)`` (spec/hcl.md §3.6), exact for rational beta.
 

@@ -31,25 +31,57 @@ from typing import Any
 #: Every public name -> the module that defines it, loaded on first access (PEP 562), so that
 #: importing one module (e.g. the diagnostics) never loads the others (e.g. the loss).
 _LAZY = {
-    **{name: "theory.weince.loss" for name in ("weince_loss", "weince_label_loss", "WeiNCELoss",
-                                                "WeiNCEDiagnostics")},
+    **{
+        name: "theory.weince.loss"
+        for name in ("weince_loss", "weince_label_loss", "WeiNCELoss", "WeiNCEDiagnostics")
+    },
     "WeibullBetaState": "theory.weince.recipe",
     "tlambda_logits": "theory.weince.logits",
     "GateStats": "theory.weince.gate",
     "weince_gate": "theory.weince.gate",
     **{name: "theory.weince.tailfit" for name in ("tail_size", "rho0_index", "TailFits", "tail_fits")},
-    **{name: "theory.weince.gpd" for name in (
-        "gpd_loglik", "gpd_quantile", "profile_sigma", "GPDFit", "fit_gpd", "POTResult", "pot_fit",
-        "threshold_stability", "lower_triangle_scores", "embedding_scores", "scipy_gpd_fit", "gev_fit")},
+    **{
+        name: "theory.weince.gpd"
+        for name in (
+            "gpd_loglik",
+            "gpd_quantile",
+            "profile_sigma",
+            "GPDFit",
+            "fit_gpd",
+            "POTResult",
+            "pot_fit",
+            "threshold_stability",
+            "lower_triangle_scores",
+            "embedding_scores",
+            "scipy_gpd_fit",
+            "gev_fit",
+        )
+    },
     **{name: "theory.weince.tails" for name in ("TailAICFit", "tail_aic_fit", "tail_aic_fits")},
-    **{name: "theory.weince.links" for name in (
-        "tlambda_loglik", "candidates_from_similarity", "two_view_link_candidates", "LinkSelection",
-        "link_select")},
-    **{name: "theory.weince.noise_floor" for name in (
-        "NoiseFloorTheory", "noise_floor_theory", "softmax_link_mle", "noise_floor_experiment")},
-    **{name: "theory.weince.symbolic" for name in (
-        "tlambda", "tlambda_derivative", "check_tlambda_derivative", "weibull_top1_probabilities",
-        "check_weibull_top1_law")},
+    **{
+        name: "theory.weince.links"
+        for name in (
+            "tlambda_loglik",
+            "candidates_from_similarity",
+            "two_view_link_candidates",
+            "LinkSelection",
+            "link_select",
+        )
+    },
+    **{
+        name: "theory.weince.noise_floor"
+        for name in ("NoiseFloorTheory", "noise_floor_theory", "softmax_link_mle", "noise_floor_experiment")
+    },
+    **{
+        name: "theory.weince.symbolic"
+        for name in (
+            "tlambda",
+            "tlambda_derivative",
+            "check_tlambda_derivative",
+            "weibull_top1_probabilities",
+            "check_weibull_top1_law",
+        )
+    },
 }
 
 __all__ = list(_LAZY)

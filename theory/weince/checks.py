@@ -22,8 +22,16 @@ __all__ = ["GROUPS", "claims", "check_weibull"]
 CheckFn = Callable[[list[tuple[str, SubCheck]], bool, int], None]
 
 
-def _add(out: list[tuple[str, SubCheck]], claim: str, what: str, instances: int, kind: str, value: float,
-         tol: float, note: str = "") -> None:
+def _add(
+    out: list[tuple[str, SubCheck]],
+    claim: str,
+    what: str,
+    instances: int,
+    kind: str,
+    value: float,
+    tol: float,
+    note: str = "",
+) -> None:
     """Append one tolerance sub-check of ``claim`` (``kind`` ``"gap"`` or ``"error"``)."""
     out.append((claim, SubCheck.tolerance(what, value, tol, kind=kind, instances=int(instances), note=note)))
 
@@ -34,8 +42,15 @@ def check_weibull(out: list[tuple[str, SubCheck]], quick: bool, seed: int) -> No
     if not quick:
         ok = ok and all(symbolic.check_weibull_top1_law(K, b) for K in (2, 3) for b in (1, 2))
         n += 4
-    _add(out, "W-law", "sympy exact integration, K=2,3, symbolic beta" + ("" if quick else " and beta=1,2"), n,
-            "error", 0.0 if ok else 1.0, 0.0)
+    _add(
+        out,
+        "W-law",
+        "sympy exact integration, K=2,3, symbolic beta" + ("" if quick else " and beta=1,2"),
+        n,
+        "error",
+        0.0 if ok else 1.0,
+        0.0,
+    )
     rng = np.random.default_rng(seed + 8)
     m = 100_000 if quick else 400_000
     worst = 0.0
@@ -46,11 +61,25 @@ def check_weibull(out: list[tuple[str, SubCheck]], quick: bool, seed: int) -> No
         p = q ** (-beta) / (q ** (-beta)).sum()
         se = np.sqrt(p * (1 - p) / m)
         worst = max(worst, float(np.max(np.abs(freq - p) / (4 * se))))
-    _add(out, "W-law", f"Monte Carlo K=4, beta in {{0.5,2,5}}, {m} draws: |freq - law| / (4 SE)", 3 * m, "error",
-            worst, 1.0)
+    _add(
+        out,
+        "W-law",
+        f"Monte Carlo K=4, beta in {{0.5,2,5}}, {m} draws: |freq - law| / (4 SE)",
+        3 * m,
+        "error",
+        worst,
+        1.0,
+    )
     ok = symbolic.check_tlambda_derivative()
-    _add(out, "W-law", "sympy: dT_lambda/ds = (1-lambda)/tau + lambda/(1-s) > 0, convex", 1, "error",
-            0.0 if ok else 1.0, 0.0)
+    _add(
+        out,
+        "W-law",
+        "sympy: dT_lambda/ds = (1-lambda)/tau + lambda/(1-s) > 0, convex",
+        1,
+        "error",
+        0.0 if ok else 1.0,
+        0.0,
+    )
 
 
 #: ``(title, claim ids, check function)``.

@@ -94,8 +94,9 @@ def _lambda_from(rho: np.ndarray, rho0: float, dAIC: np.ndarray, p: _GateParams)
     return lam_rho * lam_aic, lam_rho, lam_aic
 
 
-def _finish_gate(rho: np.ndarray, dAIC: np.ndarray, fallback: bool, p: _GateParams, like: torch.Tensor,
-                 k_tail, n_eff) -> GateStats:
+def _finish_gate(
+    rho: np.ndarray, dAIC: np.ndarray, fallback: bool, p: _GateParams, like: torch.Tensor, k_tail, n_eff
+) -> GateStats:
     """Pivot ``rho0`` and lambda from float64 ``rho``, ``dAIC`` ``(A,)``; tensors like ``like``."""
     A = rho.shape[0]
     srt = np.sort(rho)
@@ -109,8 +110,16 @@ def _finish_gate(rho: np.ndarray, dAIC: np.ndarray, fallback: bool, p: _GatePara
     def back(a):
         return torch.from_numpy(np.ascontiguousarray(a)).to(device=like.device, dtype=like.dtype)
 
-    return GateStats(back(lam), back(lam_rho), back(lam_aic), back(rho),
-                     torch.tensor(rho0, dtype=like.dtype, device=like.device), back(dAIC), k_tail, n_eff)
+    return GateStats(
+        back(lam),
+        back(lam_rho),
+        back(lam_aic),
+        back(rho),
+        torch.tensor(rho0, dtype=like.dtype, device=like.device),
+        back(dAIC),
+        k_tail,
+        n_eff,
+    )
 
 
 def _gate(neg: torch.Tensor, p: _GateParams) -> GateStats:
@@ -151,7 +160,9 @@ def weince_gate(
     """
     p = _gate_params(q, tail_frac, min_tail, margin, kappa_rho, kappa_aic, eps)
     if not isinstance(neg, torch.Tensor) or neg.dim() != 2 or neg.shape[0] < 1 or neg.shape[1] < 1:
-        raise ValueError(f"neg must be a 2-D tensor (A, K) with A, K >= 1, got {getattr(neg, 'shape', neg)!r}")
+        raise ValueError(
+            f"neg must be a 2-D tensor (A, K) with A, K >= 1, got {getattr(neg, 'shape', neg)!r}"
+        )
     with torch.no_grad():
         return _gate(as_float_tensor(neg.detach(), "neg"), p)
 
@@ -176,5 +187,12 @@ def _label_gate(S: torch.Tensor, negmask: torch.Tensor, K_i: torch.Tensor, p: _G
         fits = _tail_fits(T[rows, :k], p.eps)  # k <= K_i: only finite (true negative) entries
         dAIC[rows] = fits.dAIC
         n_np[rows] = fits.n_eff
-    return _finish_gate(rho, dAIC, bool((n_np < 2).all()), p, S, torch.from_numpy(k_np).to(S.device),
-                        torch.from_numpy(n_np).to(S.device))
+    return _finish_gate(
+        rho,
+        dAIC,
+        bool((n_np < 2).all()),
+        p,
+        S,
+        torch.from_numpy(k_np).to(S.device),
+        torch.from_numpy(n_np).to(S.device),
+    )

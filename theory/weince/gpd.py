@@ -234,7 +234,9 @@ def fit_gpd(
     sig, ll = _profile(y, grid)
     j = int(np.argmax(ll))
     h = (xi_max - xi_min) / (n_grid - 1)
-    fine = np.linspace(max(xi_min, grid[j] - refine_steps * h), min(xi_max, grid[j] + refine_steps * h), n_refine)
+    fine = np.linspace(
+        max(xi_min, grid[j] - refine_steps * h), min(xi_max, grid[j] + refine_steps * h), n_refine
+    )
     sig2, ll2 = _profile(y, fine)
     k = int(np.argmax(ll2))
     xi, sigma, best = float(fine[k]), float(sig2[k]), float(ll2[k])
@@ -295,12 +297,17 @@ def pot_fit(scores, q: float = 0.99, *, min_exceed: int = 10, **fit_kwargs) -> P
         }
     )
     endpoint = u - fit.sigma / fit.xi if fit.xi < 0 else math.inf
-    return POTResult(q, u, int(y.size), fit.xi, fit.sigma, endpoint, fit.loglik, fit.exp_sigma,
-                     fit.exp_loglik, qq, y)
+    return POTResult(
+        q, u, int(y.size), fit.xi, fit.sigma, endpoint, fit.loglik, fit.exp_sigma, fit.exp_loglik, qq, y
+    )
 
 
 def threshold_stability(
-    scores, quantiles: Sequence[float] = (0.98, 0.985, 0.99, 0.992, 0.995), *, min_exceed: int = 100, **fit_kwargs
+    scores,
+    quantiles: Sequence[float] = (0.98, 0.985, 0.99, 0.992, 0.995),
+    *,
+    min_exceed: int = 100,
+    **fit_kwargs,
 ) -> pd.DataFrame:
     """Shape stability: refit xi at several thresholds (spec §4.1 plot 4).
 
@@ -336,7 +343,8 @@ def lower_triangle_scores(S) -> np.ndarray:
 
 def embedding_scores(z, *, normalize: bool = True) -> np.ndarray:
     """Negative scores of one view (spec §4.1): ``S = z z^T`` (cosine when ``normalize``), strict
-    lower triangle. Shapes: ``z`` ``(B, d)`` -> ``(B (B - 1) / 2,)``."""
+    lower triangle. Shapes: ``z`` ``(B, d)`` -> ``(B (B - 1) / 2,)``.
+    """
     if isinstance(z, torch.Tensor):
         z = z.detach().cpu().double().numpy()
     z = np.asarray(z, dtype=np.float64)

@@ -39,7 +39,9 @@ def _cand_list(cand) -> list[np.ndarray]:
             a = a.detach().cpu().double().numpy()
         a = np.asarray(a, dtype=np.float64)
         if a.ndim != 2 or a.shape[1] < 2 or a.shape[0] < 1:
-            raise ValueError(f"candidate arrays must be 2-D (M, C) with C >= 2 (positive at column 0), got {a.shape}")
+            raise ValueError(
+                f"candidate arrays must be 2-D (M, C) with C >= 2 (positive at column 0), got {a.shape}"
+            )
         if not np.all(np.isfinite(a)):
             raise ValueError("candidate similarities must be finite")
         out.append(a)
@@ -108,7 +110,9 @@ def candidates_from_similarity(S, positives, negatives=None) -> np.ndarray:
             raise ValueError("negatives must not contain the positive")
     counts = mask.sum(axis=1)
     if counts.min() != counts.max() or counts.min() < 1:
-        raise ValueError(f"every anchor needs the same number (>= 1) of negatives, got counts {np.unique(counts)}")
+        raise ValueError(
+            f"every anchor needs the same number (>= 1) of negatives, got counts {np.unique(counts)}"
+        )
     neg = S[mask].reshape(A, int(counts[0]))
     return np.concatenate([S[np.arange(A), pos][:, None], neg], axis=1)
 
@@ -176,7 +180,10 @@ def link_select(
     if tau is not None:
         tau = real("tau", tau, lo=0.0, lo_open=True)
     else:
-        lo_t, hi_t = (real("tau_bounds[0]", tau_bounds[0], lo=0.0, lo_open=True), real("tau_bounds[1]", tau_bounds[1]))
+        lo_t, hi_t = (
+            real("tau_bounds[0]", tau_bounds[0], lo=0.0, lo_open=True),
+            real("tau_bounds[1]", tau_bounds[1]),
+        )
         if not lo_t < hi_t:
             raise ValueError(f"tau_bounds must be increasing, got {tau_bounds}")
 
@@ -185,7 +192,9 @@ def link_select(
             return tau, _loglik_arrays(arrs, lam, tau, eps)
         r = optimize.minimize_scalar(
             lambda lt: -_loglik_arrays(arrs, lam, math.exp(lt), eps),
-            bounds=(math.log(lo_t), math.log(hi_t)), method="bounded", options={"xatol": 1e-6},
+            bounds=(math.log(lo_t), math.log(hi_t)),
+            method="bounded",
+            options={"xatol": 1e-6},
         )
         return math.exp(r.x), -float(r.fun)
 
@@ -194,8 +203,9 @@ def link_select(
     lls = np.array([p[1] for p in prof])
     j = int(np.argmax(lls))
     lo_l, hi_l = grid[max(j - 1, 0)], grid[min(j + 1, n_grid - 1)]
-    r = optimize.minimize_scalar(lambda l: -best_tau(l)[1], bounds=(lo_l, hi_l), method="bounded",
-                                 options={"xatol": xatol})
+    r = optimize.minimize_scalar(
+        lambda l: -best_tau(l)[1], bounds=(lo_l, hi_l), method="bounded", options={"xatol": xatol}
+    )
     lam_hat, ll_hat = float(r.x), -float(r.fun)
     if lls[j] >= ll_hat:  # the grid point (possibly an end point 0 or 1) is at least as good
         lam_hat, ll_hat = float(grid[j]), float(lls[j])

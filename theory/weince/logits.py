@@ -52,7 +52,7 @@ class _TLambdaCE(torch.autograd.Function):
     """Fused ``mean_i CE(T_lambda(cand_i), 0)`` with the closed-form backward (lambda fixed)."""
 
     @staticmethod
-    def forward(ctx, cand, lam, tau, eps):  # noqa: D102
+    def forward(ctx, cand, lam, tau, eps):
         lam_c = lam[:, None]
         logits = cand / tau  # the very op info_nce uses -> identical bits when lam == 0
         W = torch.clamp(cand, max=1.0 - eps)
@@ -73,7 +73,7 @@ class _TLambdaCE(torch.autograd.Function):
 
     @staticmethod
     @once_differentiable
-    def backward(ctx, g):  # noqa: D102
+    def backward(ctx, g):
         cand, lam, logp = ctx.saved_tensors
         A = cand.shape[0]
         scale = g / A

@@ -76,8 +76,14 @@ class WeiNCEDiagnostics:
             for qq in (0.1, 0.5, 0.9):
                 out[f"{name}_q{int(qq * 100):02d}"] = float(torch.quantile(v, qq))
         out["rho0"] = float(self.rho0)
-        out["k_tail"] = float(self.k_tail.double().mean()) if isinstance(self.k_tail, torch.Tensor) else float(self.k_tail)
-        out["n_eff"] = float(self.n_eff.double().mean()) if isinstance(self.n_eff, torch.Tensor) else float(self.n_eff)
+        out["k_tail"] = (
+            float(self.k_tail.double().mean())
+            if isinstance(self.k_tail, torch.Tensor)
+            else float(self.k_tail)
+        )
+        out["n_eff"] = (
+            float(self.n_eff.double().mean()) if isinstance(self.n_eff, torch.Tensor) else float(self.n_eff)
+        )
         if self.beta_t is not None:
             out["beta_t"] = float(self.beta_t)
         return out
@@ -97,7 +103,7 @@ def _aux_terms(cand: torch.Tensor, tau: float, state: WeibullBetaState, beta_t: 
         # the M hardest negatives (a set: CE is invariant to their order), differentiable
         if M not in tops:
             if _np_ok(neg) and neg.dtype == torch.float32 and M < neg.shape[1]:
-                idx = np.argpartition(neg.detach().numpy(), neg.shape[1] - M, axis=1)[:, neg.shape[1] - M:]
+                idx = np.argpartition(neg.detach().numpy(), neg.shape[1] - M, axis=1)[:, neg.shape[1] - M :]
                 tops[M] = torch.gather(neg, 1, torch.from_numpy(idx))
             else:
                 tops[M] = torch.topk(neg, M, dim=1).values
@@ -178,8 +184,15 @@ def weince_loss(
     if not return_diagnostics:
         return loss
     diag = WeiNCEDiagnostics(
-        stats.lam, stats.lam_rho, stats.lam_aic, stats.rho, stats.rho0, stats.dAIC,
-        stats.k_tail, stats.n_eff, beta_t,
+        stats.lam,
+        stats.lam_rho,
+        stats.lam_aic,
+        stats.rho,
+        stats.rho0,
+        stats.dAIC,
+        stats.k_tail,
+        stats.n_eff,
+        beta_t,
     )
     return loss, diag
 
@@ -251,7 +264,9 @@ def weince_label_loss(
     posmask = same & ~eye
     K_i = negmask.sum(dim=1)
     if bool((K_i == 0).any()):
-        raise ValueError(f"a batch with a single class (label {int(labels[0])}) has no negatives; the loss is undefined")
+        raise ValueError(
+            f"a batch with a single class (label {int(labels[0])}) has no negatives; the loss is undefined"
+        )
     num_pairs = int(posmask.sum())
     if num_pairs == 0:
         raise ValueError("no (anchor, positive) pair: every label is a singleton; the loss is undefined")
@@ -266,8 +281,15 @@ def weince_label_loss(
     if not return_diagnostics:
         return loss
     return loss, WeiNCEDiagnostics(
-        stats.lam, stats.lam_rho, stats.lam_aic, stats.rho, stats.rho0, stats.dAIC,
-        stats.k_tail, stats.n_eff, None,
+        stats.lam,
+        stats.lam_rho,
+        stats.lam_aic,
+        stats.rho,
+        stats.rho0,
+        stats.dAIC,
+        stats.k_tail,
+        stats.n_eff,
+        None,
     )
 
 
@@ -288,13 +310,25 @@ class WeiNCELoss(torch.nn.Module):
         if bad:
             raise ValueError(f"unknown WeiNCE arguments {sorted(bad)}; allowed {sorted(allowed)}")
         real("tau", self.kwargs.get("tau", WEINCE_TAU), lo=0.0, lo_open=True)
-        _gate_params(*(self.kwargs.get(k, d) for k, d in (
-            ("q", 0.2), ("tail_frac", 0.1), ("min_tail", 32), ("margin", 2.0),
-            ("kappa_rho", 10.0), ("kappa_aic", 1.0), ("eps", 1e-6))))
+        _gate_params(
+            *(
+                self.kwargs.get(k, d)
+                for k, d in (
+                    ("q", 0.2),
+                    ("tail_frac", 0.1),
+                    ("min_tail", 32),
+                    ("margin", 2.0),
+                    ("kappa_rho", 10.0),
+                    ("kappa_aic", 1.0),
+                    ("eps", 1e-6),
+                )
+            )
+        )
 
     def forward(self, z1: torch.Tensor, z2: torch.Tensor, return_diagnostics: bool = False):  # noqa: D102
-        return weince_loss(z1, z2, recipe=self.recipe, state=self.state,
-                           return_diagnostics=return_diagnostics, **self.kwargs)
+        return weince_loss(
+            z1, z2, recipe=self.recipe, state=self.state, return_diagnostics=return_diagnostics, **self.kwargs
+        )
 
     def extra_repr(self) -> str:  # noqa: D102
         return f"recipe={self.recipe!r}, {self.kwargs}"

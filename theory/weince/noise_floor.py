@@ -63,7 +63,9 @@ def _softmax_mean(theta: np.ndarray, v: np.ndarray) -> np.ndarray:
     return (w @ v) / w.sum(axis=1)
 
 
-def softmax_link_mle(target_mean, v, *, steps: int = 100, bracket: tuple[float, float] = (-100.0, 100.0)) -> np.ndarray:
+def softmax_link_mle(
+    target_mean, v, *, steps: int = 100, bracket: tuple[float, float] = (-100.0, 100.0)
+) -> np.ndarray:
     """One-parameter multinomial-logit MLE by moment matching: solve ``E_softmax(b v)[v] = m``.
 
     Bisection (``steps`` halvings of ``bracket``; the mean is increasing in ``b``), vectorised
@@ -84,7 +86,9 @@ def softmax_link_mle(target_mean, v, *, steps: int = 100, bracket: tuple[float, 
     return 0.5 * (lo + hi)
 
 
-def noise_floor_theory(scores: Sequence[float] = _NF_SCORES, beta: float = 0.8, top: int = -1, ref: int = 0) -> NoiseFloorTheory:
+def noise_floor_theory(
+    scores: Sequence[float] = _NF_SCORES, beta: float = 0.8, top: int = -1, ref: int = 0
+) -> NoiseFloorTheory:
     """Theory lines of the synthetic noise floor (spec §1.6, §4.2), computed from the DGP.
 
     Defaults reproduce c = 7.13603 and bias^2 = 0.045151.
@@ -99,7 +103,11 @@ def noise_floor_theory(scores: Sequence[float] = _NF_SCORES, beta: float = 0.8, 
     p /= p.sum()
     target = beta * (x[top] - x[ref])
     mu_s = float(p @ s)
-    theta = float(optimize.brentq(lambda t: _softmax_mean(np.array([t]), s)[0] - mu_s, -100, 100, xtol=1e-14, rtol=1e-15))
+    theta = float(
+        optimize.brentq(
+            lambda t: _softmax_mean(np.array([t]), s)[0] - mu_s, -100, 100, xtol=1e-14, rtol=1e-15
+        )
+    )
     pseudo = theta * (s[top] - s[ref])
     fisher = float(p @ x**2 - (p @ x) ** 2)
     c = float((x[top] - x[ref]) ** 2 / fisher)
@@ -109,9 +117,21 @@ def noise_floor_theory(scores: Sequence[float] = _NF_SCORES, beta: float = 0.8, 
     A = float(qd @ (s - mu_q) ** 2)
     B = float(p @ (s - mu_q) ** 2)
     god = B / A**2
-    return NoiseFloorTheory(tuple(s.tolist()), beta, p, float(target), theta, float(pseudo),
-                            float((pseudo - target) ** 2), fisher, c, A, B, god,
-                            float((s[top] - s[ref]) ** 2 * god))
+    return NoiseFloorTheory(
+        tuple(s.tolist()),
+        beta,
+        p,
+        float(target),
+        theta,
+        float(pseudo),
+        float((pseudo - target) ** 2),
+        fisher,
+        c,
+        A,
+        B,
+        god,
+        float((s[top] - s[ref]) ** 2 * god),
+    )
 
 
 def noise_floor_experiment(

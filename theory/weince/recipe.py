@@ -81,7 +81,7 @@ class WeibullBetaState:
             return self.beta
         if _np_ok(flat):  # numpy partition + sort: same values as torch.topk, faster
             a = flat.contiguous().numpy()
-            top = np.sort(np.partition(a, Kn - k)[Kn - k:])[::-1].astype(np.float64)
+            top = np.sort(np.partition(a, Kn - k)[Kn - k :])[::-1].astype(np.float64)
         else:
             top = torch.topk(flat, k, largest=True, sorted=True).values.cpu().double().numpy()
         x = np.log(np.maximum(1.0 - top, self.eps))[burn:]

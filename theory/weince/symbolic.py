@@ -38,7 +38,8 @@ def tlambda() -> tuple[tuple[sp.Symbol, ...], sp.Expr]:
 
 def tlambda_derivative(order: int = 1) -> sp.Expr:
     """``d^order T_lambda / ds^order``: order 1 is ``(1-lambda)/tau + lambda/(1-s)``, order 2 is
-    ``lambda/(1-s)^2`` (so T is increasing and convex on ``s < 1`` for ``lambda`` in [0, 1])."""
+    ``lambda/(1-s)^2`` (so T is increasing and convex on ``s < 1`` for ``lambda`` in [0, 1]).
+    """
     order = integer("order", order, lo=1)
     (s, _, _), T = tlambda()
     return sp.simplify(sp.diff(T, s, order))
@@ -46,7 +47,8 @@ def tlambda_derivative(order: int = 1) -> sp.Expr:
 
 def check_tlambda_derivative() -> bool:
     """True iff sympy's derivatives equal the stated closed forms and are positive / non-negative
-    on ``s < 1`` (substituting ``s = 1 - u`` with ``u > 0``) for ``lambda`` in ``[0, 1]``."""
+    on ``s < 1`` (substituting ``s = 1 - u`` with ``u > 0``) for ``lambda`` in ``[0, 1]``.
+    """
     (s, lam, tau), _ = tlambda()
     d1, d2 = tlambda_derivative(1), tlambda_derivative(2)
     if sp.simplify(d1 - ((1 - lam) / tau + lam / (1 - s))) != 0:
@@ -96,7 +98,9 @@ def weibull_top1_probabilities(K: int, beta=None) -> tuple[tuple, list[sp.Expr]]
         for j in range(K):
             integrand = b * r[j] * t ** (b - 1) * sp.exp(-(t**b) * R)
             integral = sp.Integral(integrand, (t, 0, sp.oo)).transform(t**b, u)
-            integral = sp.Integral(sp.powsimp(sp.expand_power_base(integral.function), force=True), *integral.limits)
+            integral = sp.Integral(
+                sp.powsimp(sp.expand_power_base(integral.function), force=True), *integral.limits
+            )
             val = sp.simplify(integral.doit(conds="none"))
             probs.append(val.subs({r[i]: q[i] ** (-b) for i in range(K)}))
         return q, probs
@@ -112,7 +116,8 @@ def weibull_top1_probabilities(K: int, beta=None) -> tuple[tuple, list[sp.Expr]]
 
 def check_weibull_top1_law(K: int, beta=None) -> bool:
     """True iff :func:`weibull_top1_probabilities` equals ``q_j^(-beta) / sum_k q_k^(-beta)``
-    for every ``j`` (and hence the probabilities sum to 1)."""
+    for every ``j`` (and hence the probabilities sum to 1).
+    """
     q, probs = weibull_top1_probabilities(K, beta)
     b = sp.Symbol("beta", positive=True) if beta is None else sp.nsimplify(beta)
     denom = sum(qi ** (-b) for qi in q)

@@ -30,6 +30,7 @@ def _noisy_classes(rng, C, d, n_per, scale=3.0, noise=1.0, unbalanced=False):
 
 # Slow, obviously-correct references (Python loops)
 
+
 def ref_class_means(z, labels, C):
     out = []
     for c in range(C):

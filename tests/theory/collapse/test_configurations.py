@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.theory.collapse.reference import _collapsed, ref_class_means, LOG_FLOOR
+from tests.theory.collapse.reference import LOG_FLOOR, _collapsed, ref_class_means
 from theory.collapse import (
     between_class_covariance,
     class_mean_spectrum,
@@ -26,7 +26,6 @@ from theory.collapse import (
     within_class_variation,
 )
 from theory.geometry import simplex_etf
-
 
 # ------------------------------------------------------------------------------------------------
 # Exact simplex ETF: spec/metrics.md §7

@@ -7,9 +7,9 @@ import torch
 from tests.theory.collapse.reference import (
     _noisy_classes,
     ref_class_means,
+    ref_ncm,
     ref_paper_conditions,
     ref_within_class_variation,
-    ref_ncm,
 )
 from theory.collapse import (
     class_mean_spectrum,
@@ -19,7 +19,6 @@ from theory.collapse import (
     within_class_variation,
 )
 from theory.geometry import simplex_etf
-
 
 # ------------------------------------------------------------------------------------------------
 # Random data against loop references
@@ -49,7 +48,9 @@ def test_class_means_and_within_class_variation_match_loop(dtype, unbalanced, np
     z64 = z.astype(np.float64)
     m = class_means(z, labels)
     assert isinstance(m, np.ndarray) and m.dtype == dtype and m.shape == (C, d)
-    np.testing.assert_allclose(m, ref_class_means(z64, labels, C), rtol=1e-6 if dtype == np.float32 else 1e-13)
+    np.testing.assert_allclose(
+        m, ref_class_means(z64, labels, C), rtol=1e-6 if dtype == np.float32 else 1e-13
+    )
     mt = class_means(torch.from_numpy(z), torch.from_numpy(labels))
     assert isinstance(mt, torch.Tensor) and mt.dtype == torch.from_numpy(z).dtype
     exp = ref_within_class_variation(z64.tolist(), labels.tolist(), C)
@@ -86,8 +87,12 @@ def test_ncm_matches_loop(similarity, k, np_rng):
     got = ncm_accuracy(tr_z, tr_y, te_z, te_y, similarity=similarity, top_k=k)
     assert got == pytest.approx(exp, abs=1e-15)
     got32 = ncm_accuracy(
-        torch.tensor(tr_z, dtype=torch.float32), tr_y, torch.tensor(te_z, dtype=torch.float32), te_y,
-        similarity=similarity, top_k=k,
+        torch.tensor(tr_z, dtype=torch.float32),
+        tr_y,
+        torch.tensor(te_z, dtype=torch.float32),
+        te_y,
+        similarity=similarity,
+        top_k=k,
     )
     assert abs(got32 - exp) <= 2 / len(te_y)
     assert ncm_accuracy(tr_z, tr_y, te_z, te_y, similarity=similarity, top_k=C) == 1.0

@@ -11,7 +11,6 @@ import torch
 from tests.theory.collapse.reference import LOG_FLOOR
 from theory.collapse import effective_rank, embedding_spectrum, erank_cov, rankme
 
-
 # ------------------------------------------------------------------------------------------------
 # Rank metrics
 # ------------------------------------------------------------------------------------------------
@@ -29,7 +28,9 @@ def test_effective_rank_rankme_erank_cov_against_scipy(np_rng):
     assert erank_cov(z) == pytest.approx(math.exp(scipy.stats.entropy(lam)), rel=1e-10)
     assert abs(erank_cov(z) - rankme(z)) > 0.1  # the two definitions differ (pitfall 5)
     # diag(3, 1): p = (3/4, 1/4)
-    assert effective_rank(np.diag([3.0, 1.0])) == pytest.approx(math.exp(-(0.75 * math.log(0.75) + 0.25 * math.log(0.25))))
+    assert effective_rank(np.diag([3.0, 1.0])) == pytest.approx(
+        math.exp(-(0.75 * math.log(0.75) + 0.25 * math.log(0.25)))
+    )
     # torch float32 agrees
     assert effective_rank(torch.tensor(z, dtype=torch.float32)) == pytest.approx(effective_rank(z), rel=1e-5)
     # N < d: bounded by N

@@ -56,9 +56,7 @@ def test_nc1_cdnv_matches_loop(np_rng):
     z, labels = _noisy_classes(rng, C, d, 10, unbalanced=True)
     mu = ref_class_means(z, labels, C)
     var = [np.mean([np.sum((z[i] - mu[c]) ** 2) for i in range(len(z)) if labels[i] == c]) for c in range(C)]
-    vals = [
-        (var[a] + var[b]) / (2 * np.sum((mu[a] - mu[b]) ** 2)) for a in range(C) for b in range(a + 1, C)
-    ]
+    vals = [(var[a] + var[b]) / (2 * np.sum((mu[a] - mu[b]) ** 2)) for a in range(C) for b in range(a + 1, C)]
     assert nc1_cdnv(z, labels) == pytest.approx(np.mean(vals), rel=1e-12)
 
 
@@ -73,7 +71,9 @@ def test_nc2_and_etf_error_match_loops(np_rng):
         assert nc2_equinorm(mu, **kwargs) == pytest.approx(np.std(norms, ddof=1) / np.mean(norms), rel=1e-12)
         cos = [c[a] @ c[b] / (norms[a] * norms[b]) for a in range(C) for b in range(C) if a != b]
         assert nc2_equiangularity(mu, **kwargs) == pytest.approx(np.std(cos, ddof=1), rel=1e-12)
-        assert nc2_max_angle(mu, **kwargs) == pytest.approx(np.mean(np.abs(np.array(cos) + 1 / (C - 1))), rel=1e-12)
+        assert nc2_max_angle(mu, **kwargs) == pytest.approx(
+            np.mean(np.abs(np.array(cos) + 1 / (C - 1))), rel=1e-12
+        )
         gram = c @ c.T
         target = (np.eye(C) - np.ones((C, C)) / C) / math.sqrt(C - 1)
         exp = np.linalg.norm(gram / np.linalg.norm(gram, "fro") - target, "fro")

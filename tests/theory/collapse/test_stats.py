@@ -28,7 +28,6 @@ from theory.collapse import (
 )
 from theory.collapse.standard import _nc1_from_cov
 
-
 # ------------------------------------------------------------------------------------------------
 # Input validation
 # ------------------------------------------------------------------------------------------------
@@ -62,7 +61,14 @@ def test_invalid_inputs_raise_value_error():
         class_means(z, y, num_classes=0)
     with pytest.raises(ValueError, match="rtol"):
         nc1(z, y, rtol=-1e-3)
-    for fn in (paper_conditions, class_mean_spectrum, etf_error, nc2_equinorm, nc2_equiangularity, nc2_max_angle):
+    for fn in (
+        paper_conditions,
+        class_mean_spectrum,
+        etf_error,
+        nc2_equinorm,
+        nc2_equiangularity,
+        nc2_max_angle,
+    ):
         with pytest.raises(ValueError, match="mu"):
             fn(np.ones((1, 3)))  # one class
         with pytest.raises(ValueError, match="mu"):

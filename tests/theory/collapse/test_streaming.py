@@ -6,15 +6,14 @@ import torch
 
 from tests.theory.collapse.reference import _noisy_classes, ref_class_means
 from theory.collapse import (
+    ClassStatsAccumulator,
     between_class_covariance,
     class_means,
-    ClassStatsAccumulator,
     nc1,
     nc1_cdnv,
     within_class_covariance,
     within_class_variation,
 )
-
 
 # ------------------------------------------------------------------------------------------------
 # Streaming accumulator
@@ -40,11 +39,18 @@ def test_accumulator_equals_full_computation(dtype, covariance, np_rng):
     z64 = z.to(torch.float64)  # the accumulator keeps float64 statistics of the given values
     torch.testing.assert_close(acc.class_means(), class_means(z64, labels), rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(acc.global_mean(), z64.mean(0), rtol=1e-12, atol=1e-12)
-    torch.testing.assert_close(acc.between_class_covariance(), between_class_covariance(z, labels), rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(
+        acc.between_class_covariance(), between_class_covariance(z, labels), rtol=1e-10, atol=1e-12
+    )
     assert acc.nc1_cdnv() == pytest.approx(nc1_cdnv(z, labels), rel=1e-10)
-    torch.testing.assert_close(acc.class_sums(), torch.from_numpy(ref_class_means(z64.numpy(), labels, C)) * acc.counts[:, None].double())
+    torch.testing.assert_close(
+        acc.class_sums(),
+        torch.from_numpy(ref_class_means(z64.numpy(), labels, C)) * acc.counts[:, None].double(),
+    )
     if covariance:
-        torch.testing.assert_close(acc.within_class_covariance(), within_class_covariance(z, labels), rtol=1e-10, atol=1e-12)
+        torch.testing.assert_close(
+            acc.within_class_covariance(), within_class_covariance(z, labels), rtol=1e-10, atol=1e-12
+        )
         assert acc.nc1() == pytest.approx(nc1(z, labels), rel=1e-10)
     else:
         with pytest.raises(RuntimeError):

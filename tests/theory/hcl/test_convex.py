@@ -49,8 +49,9 @@ def test_population_loss_at_gram_matches_loop(setting, psi):
         X = rng.normal(size=(C, C))
         G = X @ X.T
         priors = rng.dirichlet(np.ones(C))
-        got = convex.population_loss_at_gram(G, setting=setting, psi=psi, num_negatives=k, tau=0.7, margin=0.4,
-                                             priors=priors)
+        got = convex.population_loss_at_gram(
+            G, setting=setting, psi=psi, num_negatives=k, tau=0.7, margin=0.4, priors=priors
+        )
         assert got == pytest.approx(loss_at_gram_ref(G, setting, psi, k, 0.7, 0.4, priors), rel=1e-12)
 
 
@@ -60,9 +61,11 @@ def test_closed_forms_are_the_loss_at_the_etf_gram():
             for k in (1, 2):
                 G = convex.etf_gram_np(C)
                 assert loss_at_gram_ref(G, "supervised", psi, k) == pytest.approx(
-                    scl_optimum(C, psi=psi, num_negatives=k), rel=1e-12)
+                    scl_optimum(C, psi=psi, num_negatives=k), rel=1e-12
+                )
                 assert loss_at_gram_ref(G, "unsupervised", psi, k) == pytest.approx(
-                    ucl_optimum(C, psi=psi, num_negatives=k), rel=1e-12)
+                    ucl_optimum(C, psi=psi, num_negatives=k), rel=1e-12
+                )
 
 
 CASES = [(C, 1) for C in (3, 4, 5, 6)] + [(3, 2), (4, 2), (6, 2)]
@@ -104,8 +107,12 @@ def test_ucl_program_optimum_is_etf(C, k, normalization):
 
 def test_spec_section10_values():
     """C = 6, k = 2, sum form: L*_SCL = 0.471495 and L*_UCL = 0.589452 (spec/hcl.md §10)."""
-    assert convex.minimize_scl(6, psi="sum", num_negatives=2, normalization="ball").value == pytest.approx(0.471495, abs=1e-6)
-    assert convex.minimize_ucl(6, psi="sum", num_negatives=2, normalization="ball").value == pytest.approx(0.589452, abs=1e-6)
+    assert convex.minimize_scl(6, psi="sum", num_negatives=2, normalization="ball").value == pytest.approx(
+        0.471495, abs=1e-6
+    )
+    assert convex.minimize_ucl(6, psi="sum", num_negatives=2, normalization="ball").value == pytest.approx(
+        0.589452, abs=1e-6
+    )
 
 
 def test_temperature_and_uniform_priors_explicit():

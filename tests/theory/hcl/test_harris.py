@@ -85,8 +85,11 @@ def test_harris_dominance_hypothesis(seed, N, C, d, k, setting, form, normalizat
     rng = np.random.default_rng(seed)
     N = max(N, C + 1)
     z, labels = random_instance(rng, num_points=N, num_classes=C, d=d, normalization=normalization)
-    psi = random_psi(k, rng) if form == "random" else make_psi(
-        form, k, tau=float(rng.uniform(0.1, 2)), margin=float(rng.uniform(0, 2)))
+    psi = (
+        random_psi(k, rng)
+        if form == "random"
+        else make_psi(form, k, tau=float(rng.uniform(0.1, 2)), margin=float(rng.uniform(0, 2)))
+    )
     _, eta = random_eta(rng)
     gaps = harris_exact(z, labels, setting=setting, psi=psi, eta=eta)
     assert (gaps >= -1e-12).all()
@@ -128,8 +131,9 @@ def test_harris_monte_carlo():
     assert r.passed and lo > 0  # significantly positive at beta = 5
     assert r.details["hard_mean"] > r.details["base_mean"]
     # beta = 0: same law, the interval covers 0
-    r0 = harris_monte_carlo(num_classes=5, per_class=20, d=4, num_negatives=64, num_pairs=800,
-                                   eta_params={"beta": 0.0}, seed=0)
+    r0 = harris_monte_carlo(
+        num_classes=5, per_class=20, d=4, num_negatives=64, num_pairs=800, eta_params={"beta": 0.0}, seed=0
+    )
     lo0, hi0 = r0.details["ci"]
     assert r0.passed and lo0 <= 0 <= hi0
 
@@ -155,8 +159,12 @@ def test_harris_accepts_torch_hardening_directly():
         (lambda: harris_monte_carlo(num_classes=1), "num_classes"),
         (lambda: harris_monte_carlo(per_class=0), "per_class"),
         (lambda: harris_exact(np.zeros(3), np.zeros(3, int), psi=make_psi("mean", 1), eta=np.exp), "z"),
-        (lambda: harris_exact(np.zeros((3, 2)), np.zeros(3, int), setting="x",
-                                     psi=make_psi("mean", 1), eta=np.exp), "setting"),
+        (
+            lambda: harris_exact(
+                np.zeros((3, 2)), np.zeros(3, int), setting="x", psi=make_psi("mean", 1), eta=np.exp
+            ),
+            "setting",
+        ),
         (lambda: random_instance(np.random.default_rng(0), num_points=2, num_classes=3), "num_points"),
     ],
 )

@@ -16,16 +16,32 @@ from theory.hcl import HSCL, HUCL, SCL, UCL, contrastive_loss, two_view_contrast
 # --------------------------------------------------------------------------------------------
 # Slow, obviously-correct references (per anchor, per pair, Python loops)
 # --------------------------------------------------------------------------------------------
-def reference_loss(z, labels, *, setting, beta, tau, psi, K, margin, self_positive, self_negative,
-                   detach_weights=True, groups=None):
+def reference_loss(
+    z,
+    labels,
+    *,
+    setting,
+    beta,
+    tau,
+    psi,
+    K,
+    margin,
+    self_positive,
+    self_negative,
+    detach_weights=True,
+    groups=None,
+):
     """Exact-expectation batched loss, written with loops (spec/hcl.md §2.5)."""
     B = z.shape[0]
     labels = [int(v) for v in labels]
     groups = labels if groups is None else [int(v) for v in groups]
     total, pairs = 0.0, 0
     for i in range(B):
-        negs = [n for n in range(B) if (labels[n] != labels[i] if setting == "supervised"
-                                        else (self_negative or n != i))]
+        negs = [
+            n
+            for n in range(B)
+            if (labels[n] != labels[i] if setting == "supervised" else (self_negative or n != i))
+        ]
         poss = [j for j in range(B) if groups[j] == groups[i] and (self_positive or j != i)]
         if not poss:
             continue
@@ -51,17 +67,29 @@ def reference_loss(z, labels, *, setting, beta, tau, psi, K, margin, self_positi
     return total / pairs
 
 
-OPTIONS = list(itertools.product(["supervised", "unsupervised"], ["mean", "sum", "triplet"],
-                                 [True, False], [True, False]))
+OPTIONS = list(
+    itertools.product(
+        ["supervised", "unsupervised"], ["mean", "sum", "triplet"], [True, False], [True, False]
+    )
+)
 
 
 @pytest.mark.parametrize("setting,psi,self_positive,self_negative", OPTIONS)
 @pytest.mark.parametrize("beta", [0.0, 2.5])
-def test_expectation_estimator_matches_loop_float64(setting, psi, self_positive, self_negative, beta, ball_batch):
+def test_expectation_estimator_matches_loop_float64(
+    setting, psi, self_positive, self_negative, beta, ball_batch
+):
     seed = zlib.crc32(f"{setting}-{psi}-{self_positive}-{self_negative}".encode()) % 1000
     z, labels = ball_batch(seed=seed)
-    kw = dict(setting=setting, beta=beta, tau=0.7, psi=psi, margin=0.3,
-              self_positive=self_positive, self_negative=self_negative)
+    kw = dict(
+        setting=setting,
+        beta=beta,
+        tau=0.7,
+        psi=psi,
+        margin=0.3,
+        self_positive=self_positive,
+        self_negative=self_negative,
+    )
     ref = reference_loss(z, labels, K=32, **kw)
     got = contrastive_loss(z, labels, num_negatives=32, **kw)
     assert abs(float(got) - float(ref)) < 1e-10
@@ -73,8 +101,15 @@ def test_gradients_match_loop(psi, detach, ball_batch):
     z0, labels = ball_batch(B=10, seed=3)
     z1 = z0.clone().requires_grad_(True)
     z2 = z0.clone().requires_grad_(True)
-    kw = dict(setting="unsupervised", beta=1.7, tau=0.5, psi=psi, margin=0.2,
-              self_positive=True, self_negative=False)
+    kw = dict(
+        setting="unsupervised",
+        beta=1.7,
+        tau=0.5,
+        psi=psi,
+        margin=0.2,
+        self_positive=True,
+        self_negative=False,
+    )
     reference_loss(z1, labels, K=8, detach_weights=detach, **kw).backward()
     contrastive_loss(z2, labels, num_negatives=8, detach_weights=detach, **kw).backward()
     torch.testing.assert_close(z2.grad, z1.grad, atol=1e-10, rtol=1e-9)
@@ -108,21 +143,40 @@ def test_positive_groups_noise_positives(ball_batch):
     z, labels = ball_batch(B=12, seed=11)
     ids = torch.arange(6).repeat(2)
     labels = torch.cat([labels[:6], labels[:6]])
-    kw = dict(setting="supervised", beta=2.0, tau=1.0, psi="mean", margin=1.0,
-              self_positive=False, self_negative=True)
+    kw = dict(
+        setting="supervised",
+        beta=2.0,
+        tau=1.0,
+        psi="mean",
+        margin=1.0,
+        self_positive=False,
+        self_negative=True,
+    )
     ref = reference_loss(z, labels, K=4, groups=ids, **kw)
     got = contrastive_loss(z, labels, positive_groups=ids, num_negatives=4, **kw)
     assert abs(float(got) - float(ref)) < 1e-10
     with pytest.raises(ValueError, match="positive_groups"):
-        contrastive_loss(z, torch.arange(12) % 3, setting="supervised", positive_groups=torch.zeros(12, dtype=torch.long))
+        contrastive_loss(
+            z, torch.arange(12) % 3, setting="supervised", positive_groups=torch.zeros(12, dtype=torch.long)
+        )
 
 
 def test_two_view_contrastive_loss_pairs_views(ball_batch):
     z, labels = ball_batch(B=16, seed=5)
     z1, z2, lab = z[:8], z[8:], labels[:8]
     got = two_view_contrastive_loss(z1, z2, lab, setting="unsupervised", beta=1.0)
-    ref = reference_loss(torch.cat([z1, z2]), torch.cat([lab, lab]), setting="unsupervised", beta=1.0,
-                         tau=1.0, psi="mean", K=256, margin=1.0, self_positive=True, self_negative=True)
+    ref = reference_loss(
+        torch.cat([z1, z2]),
+        torch.cat([lab, lab]),
+        setting="unsupervised",
+        beta=1.0,
+        tau=1.0,
+        psi="mean",
+        K=256,
+        margin=1.0,
+        self_positive=True,
+        self_negative=True,
+    )
     assert abs(float(got) - float(ref)) < 1e-10
 
 
@@ -146,9 +200,21 @@ def test_sampled_triplet_is_unbiased(setting, ball_batch):
     z, labels = ball_batch(B=16, seed=2)
     kw = dict(setting=setting, beta=2.0, psi="triplet", margin=0.5)
     exact = float(contrastive_loss(z, labels, **kw))
-    vals = np.array([float(contrastive_loss(z, labels, estimator="sampled", num_negatives=64,
-                                            generator=torch.Generator().manual_seed(s), **kw))
-                     for s in range(60)])
+    vals = np.array(
+        [
+            float(
+                contrastive_loss(
+                    z,
+                    labels,
+                    estimator="sampled",
+                    num_negatives=64,
+                    generator=torch.Generator().manual_seed(s),
+                    **kw,
+                )
+            )
+            for s in range(60)
+        ]
+    )
     se = vals.std(ddof=1) / math.sqrt(len(vals))
     assert abs(vals.mean() - exact) < 4 * se + 1e-12
 
@@ -162,9 +228,19 @@ def test_sampled_converges_to_expectation_as_k_grows(psi, ball_batch):
     for K in (8, 4096):
         kw = dict(setting="unsupervised", beta=3.0, psi=psi, num_negatives=K)
         exact = float(contrastive_loss(z, labels, **kw))
-        errs[K] = np.mean([abs(float(contrastive_loss(z, labels, estimator="sampled",
-                                                        generator=torch.Generator().manual_seed(s), **kw)) - exact)
-                           for s in range(8)])
+        errs[K] = np.mean(
+            [
+                abs(
+                    float(
+                        contrastive_loss(
+                            z, labels, estimator="sampled", generator=torch.Generator().manual_seed(s), **kw
+                        )
+                    )
+                    - exact
+                )
+                for s in range(8)
+            ]
+        )
     assert errs[4096] < 0.25 * errs[8]
     assert errs[4096] < 5e-3
 
@@ -178,8 +254,14 @@ def test_scl_hscl_at_etf_closed_form(C, beta, nc_batch):
     z, labels = nc_batch([3] * C, seed=0)
     expected = math.log1p(math.exp(-C / (C - 1)))
     for est in ["expectation", "sampled"]:
-        got = contrastive_loss(z, labels, setting="supervised", beta=beta, estimator=est,
-                               generator=torch.Generator().manual_seed(0))
+        got = contrastive_loss(
+            z,
+            labels,
+            setting="supervised",
+            beta=beta,
+            estimator=est,
+            generator=torch.Generator().manual_seed(0),
+        )
         assert float(got) == pytest.approx(expected, abs=1e-12)
     K = 256
     got = contrastive_loss(z, labels, setting="supervised", beta=beta, psi="sum", num_negatives=K, tau=0.5)
@@ -217,9 +299,16 @@ def test_ucl_hucl_at_nc_binomial_formula(beta, self_negative, nc_batch):
     kw = dict(setting="unsupervised", beta=beta, self_negative=self_negative, num_negatives=K)
     exact = contrastive_loss(z, labels, **kw)
     assert float(exact) == pytest.approx(float(np.mean(jensen)), abs=1e-12)
-    sampled = np.mean([float(contrastive_loss(z, labels, estimator="sampled",
-                                              generator=torch.Generator().manual_seed(s), **kw))
-                       for s in range(40)])
+    sampled = np.mean(
+        [
+            float(
+                contrastive_loss(
+                    z, labels, estimator="sampled", generator=torch.Generator().manual_seed(s), **kw
+                )
+            )
+            for s in range(40)
+        ]
+    )
     assert abs(sampled - binomial_value) < 4 * se / math.sqrt(40) + 1e-12
     # The binomial (sampled) value lies below the Jensen (expectation-estimator) value.
     assert binomial_value <= float(exact) + 1e-12
@@ -234,7 +323,9 @@ def test_hard_losses_non_decreasing_in_beta(setting, psi, ball_batch):
     for seed in range(5):
         z, labels = ball_batch(B=24, d=4, C=5, seed=100 + seed)
         betas = [0.0, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0]
-        vals = [float(contrastive_loss(z, labels, setting=setting, beta=b, psi=psi, margin=0.5)) for b in betas]
+        vals = [
+            float(contrastive_loss(z, labels, setting=setting, beta=b, psi=psi, margin=0.5)) for b in betas
+        ]
         assert all(b >= a - 1e-12 for a, b in zip(vals, vals[1:])), vals
 
 
@@ -258,9 +349,18 @@ def test_finite_on_adversarial_inputs(case, beta, tau, estimator, psi):
     for setting in ["supervised", "unsupervised"]:
         for self_positive in [True, False]:
             zz = z.clone().requires_grad_(True)
-            loss = contrastive_loss(zz, labels, setting=setting, beta=beta, tau=tau, psi=psi,
-                                    estimator=estimator, num_negatives=16, self_positive=self_positive,
-                                    generator=torch.Generator().manual_seed(0))
+            loss = contrastive_loss(
+                zz,
+                labels,
+                setting=setting,
+                beta=beta,
+                tau=tau,
+                psi=psi,
+                estimator=estimator,
+                num_negatives=16,
+                self_positive=self_positive,
+                generator=torch.Generator().manual_seed(0),
+            )
             loss.backward()
             assert torch.isfinite(loss), (setting, self_positive)
             assert torch.isfinite(zz.grad).all(), (setting, self_positive)
@@ -271,11 +371,25 @@ def test_half_precision_inputs_are_computed_in_float32(dtype, ball_batch):
     z, labels = ball_batch(B=40, d=8, C=4, seed=12, dtype=torch.float32)
     zh = z.to(dtype).requires_grad_(True)
     for estimator in ["expectation", "sampled"]:
-        loss = contrastive_loss(zh, labels, setting="unsupervised", beta=50.0, tau=0.05,
-                                estimator=estimator, generator=torch.Generator().manual_seed(0))
+        loss = contrastive_loss(
+            zh,
+            labels,
+            setting="unsupervised",
+            beta=50.0,
+            tau=0.05,
+            estimator=estimator,
+            generator=torch.Generator().manual_seed(0),
+        )
         assert loss.dtype == torch.float32
-        ref = contrastive_loss(zh.detach().float(), labels, setting="unsupervised", beta=50.0, tau=0.05,
-                               estimator=estimator, generator=torch.Generator().manual_seed(0))
+        ref = contrastive_loss(
+            zh.detach().float(),
+            labels,
+            setting="unsupervised",
+            beta=50.0,
+            tau=0.05,
+            estimator=estimator,
+            generator=torch.Generator().manual_seed(0),
+        )
         assert loss.item() == pytest.approx(float(ref), rel=1e-6)
         loss.backward()
         assert zh.grad.dtype == dtype and torch.isfinite(zh.grad.float()).all()
@@ -323,7 +437,9 @@ def test_named_losses(ball_batch):
     assert torch.equal(SCL(z, labels), contrastive_loss(z, labels, setting="supervised", beta=0.0))
     assert torch.equal(HSCL(z, labels, beta=2.0), contrastive_loss(z, labels, setting="supervised", beta=2.0))
     assert torch.equal(UCL(z, labels), contrastive_loss(z, labels, setting="unsupervised"))
-    assert torch.equal(HUCL(z, labels, beta=3.0), contrastive_loss(z, labels, setting="unsupervised", beta=3.0))
+    assert torch.equal(
+        HUCL(z, labels, beta=3.0), contrastive_loss(z, labels, setting="unsupervised", beta=3.0)
+    )
     with pytest.raises(ValueError, match="beta"):
         HSCL(z, labels)
     with pytest.raises(ValueError, match="beta"):
@@ -342,5 +458,9 @@ def test_numpy_integer_and_tensor_arguments(ball_batch):
     with pytest.raises(ValueError, match="beta > 0"):
         HSCL(z, labels, beta=0.0)
     # a per-anchor beta equals the scalar one when constant
-    per = contrastive_loss(z, labels, setting="unsupervised", beta=torch.full((10,), 2.0, dtype=torch.float64))
-    assert float(per) == pytest.approx(float(contrastive_loss(z, labels, setting="unsupervised", beta=2.0)), abs=1e-14)
+    per = contrastive_loss(
+        z, labels, setting="unsupervised", beta=torch.full((10,), 2.0, dtype=torch.float64)
+    )
+    assert float(per) == pytest.approx(
+        float(contrastive_loss(z, labels, setting="unsupervised", beta=2.0)), abs=1e-14
+    )

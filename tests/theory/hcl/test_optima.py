@@ -61,9 +61,15 @@ def test_spec_numbers_scl():
     """spec/hcl.md §3.3 table and §10 (C=6, d=5, k=2, sum form: L* = 0.471495)."""
     assert scl_optimum(6, psi="sum", num_negatives=2) == pytest.approx(0.471495, abs=5e-7)
     table = {
-        (10, "mean", 1.0): 0.284572, (100, "mean", 1.0): 0.310555, (200, "mean", 1.0): 0.311913,
-        (10, "sum", 1.0): 4.445863, (100, "sum", 1.0): 4.545745, (200, "sum", 1.0): 4.550768,
-        (10, "sum", 0.5): 3.358367, (100, "sum", 0.5): 3.554003, (200, "sum", 0.5): 3.563865,
+        (10, "mean", 1.0): 0.284572,
+        (100, "mean", 1.0): 0.310555,
+        (200, "mean", 1.0): 0.311913,
+        (10, "sum", 1.0): 4.445863,
+        (100, "sum", 1.0): 4.545745,
+        (200, "sum", 1.0): 4.550768,
+        (10, "sum", 0.5): 3.358367,
+        (100, "sum", 0.5): 3.554003,
+        (200, "sum", 0.5): 3.563865,
     }
     for (C, psi, tau), v in table.items():
         assert scl_optimum(C, psi=psi, tau=tau, num_negatives=256) == pytest.approx(v, abs=5e-7)
@@ -81,7 +87,10 @@ def test_ucl_optimum_comb_sum_large_K():
     C, K = 100, 256
     a = -C / (C - 1)
     ref = sum(
-        math.comb(K, m) * (1 / C) ** m * (1 - 1 / C) ** (K - m) * math.log(1 + (m + (K - m) * math.exp(a)) / K)
+        math.comb(K, m)
+        * (1 / C) ** m
+        * (1 - 1 / C) ** (K - m)
+        * math.log(1 + (m + (K - m) * math.exp(a)) / K)
         for m in range(K + 1)
     )
     assert ucl_optimum(C) == pytest.approx(ref, rel=1e-12)
@@ -106,8 +115,16 @@ def test_collision_probability_formula_and_spec():
             assert collision_probability(C, beta) == pytest.approx(ref, rel=1e-12)
     assert collision_probability(7, 0.0) == pytest.approx(1 / 7)
     assert collision_probability(10, 1e6) == 1.0
-    spec = {(100, 0): 0.010, (100, 2): 0.071, (100, 5): 0.612, (100, 10): 0.996, (10, 2): 0.506,
-            (10, 5): 0.966, (200, 5): 0.433, (200, 10): 0.9915}
+    spec = {
+        (100, 0): 0.010,
+        (100, 2): 0.071,
+        (100, 5): 0.612,
+        (100, 10): 0.996,
+        (10, 2): 0.506,
+        (10, 5): 0.966,
+        (200, 5): 0.433,
+        (200, 10): 0.9915,
+    }
     for (C, beta), q in spec.items():
         assert collision_probability(C, beta) == pytest.approx(q, abs=5e-4)
 
@@ -162,8 +179,17 @@ def test_scl_optimum_equals_batch_loss_at_nc(dtype, psi, nc_batch):
         z, labels = nc_batch(counts, dtype=dtype)
         for beta in (0.0, 3.0, 100.0):
             for est in ("expectation", "sampled"):
-                got = contrastive_loss(z, labels, setting="supervised", beta=beta, psi=psi, tau=0.5,
-                                       estimator=est, num_negatives=17, generator=gen)
+                got = contrastive_loss(
+                    z,
+                    labels,
+                    setting="supervised",
+                    beta=beta,
+                    psi=psi,
+                    tau=0.5,
+                    estimator=est,
+                    num_negatives=17,
+                    generator=gen,
+                )
                 ref = scl_optimum(len(counts), psi=psi, tau=0.5, num_negatives=17)
                 assert float(got) == pytest.approx(ref, abs=tol, rel=tol)
 
@@ -185,7 +211,8 @@ def test_collision_probability_batch_reference():
             for sn in (True, False):
                 np.testing.assert_allclose(
                     collision_probability_batch(counts, beta, self_negative=sn),
-                    collision_batch_ref(counts, beta, sn), rtol=1e-12,
+                    collision_batch_ref(counts, beta, sn),
+                    rtol=1e-12,
                 )
     # equal counts with self-negatives reproduce the population q(beta)
     q = collision_probability_batch([7] * 5, 2.0)
@@ -201,10 +228,27 @@ def test_hucl_batch_formula_equals_expectation_estimator(dtype, psi, nc_batch):
         for beta in (0.0, 2.0, 30.0):
             for sn in (True, False):
                 for sp in (True, False):
-                    got = contrastive_loss(z, labels, setting="unsupervised", beta=beta, psi=psi, num_negatives=9,
-                                           self_negative=sn, self_positive=sp, tau=0.8)
-                    ref = hucl_at_nc_batch(counts, beta, psi=psi, num_negatives=9, tau=0.8,
-                                                  estimator="expectation", self_negative=sn, self_positive=sp)
+                    got = contrastive_loss(
+                        z,
+                        labels,
+                        setting="unsupervised",
+                        beta=beta,
+                        psi=psi,
+                        num_negatives=9,
+                        self_negative=sn,
+                        self_positive=sp,
+                        tau=0.8,
+                    )
+                    ref = hucl_at_nc_batch(
+                        counts,
+                        beta,
+                        psi=psi,
+                        num_negatives=9,
+                        tau=0.8,
+                        estimator="expectation",
+                        self_negative=sn,
+                        self_positive=sp,
+                    )
                     assert float(got) == pytest.approx(ref, abs=tol, rel=tol)
 
 
@@ -214,8 +258,21 @@ def test_hucl_batch_binomial_matches_sampled_estimator(psi, beta, nc_batch):
     counts = [5, 3, 4, 2, 6]
     z, labels = nc_batch(counts)
     gen = torch.Generator().manual_seed(1)
-    vals = [float(contrastive_loss(z, labels, setting="unsupervised", beta=beta, psi=psi, estimator="sampled",
-                                   num_negatives=4, generator=gen)) for _ in range(150)]
+    vals = [
+        float(
+            contrastive_loss(
+                z,
+                labels,
+                setting="unsupervised",
+                beta=beta,
+                psi=psi,
+                estimator="sampled",
+                num_negatives=4,
+                generator=gen,
+            )
+        )
+        for _ in range(150)
+    ]
     mean, se = np.mean(vals), np.std(vals, ddof=1) / math.sqrt(len(vals))
     ref = hucl_at_nc_batch(counts, beta, psi=psi, num_negatives=4)
     assert abs(mean - ref) <= 5 * se + 1e-12
@@ -231,8 +288,11 @@ def test_weak_bound_holds_for_random_balanced_batches():
         z = torch.from_numpy(random_instance(rng, num_points=C * per, num_classes=C, d=d)[0])
         labels = torch.arange(C).repeat_interleave(per)
         for psi in PSIS:
-            got = float(contrastive_loss(z, labels, setting="unsupervised", beta=float(rng.uniform(0, 5)),
-                                         psi=psi, num_negatives=8))
+            got = float(
+                contrastive_loss(
+                    z, labels, setting="unsupervised", beta=float(rng.uniform(0, 5)), psi=psi, num_negatives=8
+                )
+            )
             assert got >= weak_bound(psi=psi, num_negatives=8) - 1e-12
 
 

@@ -57,8 +57,11 @@ def test_log_expected_exp_matches_loop():
     logq = tilted_log_weights(S, allowed, 1.3)
     m = log_expected_exp(logq, S, 0.4)
     for i in range(S.shape[0]):
-        ref = sum(math.exp(float(logq[i, n])) * math.exp(float(S[i, n]) / 0.4)
-                  for n in range(S.shape[1]) if allowed[i, n])
+        ref = sum(
+            math.exp(float(logq[i, n])) * math.exp(float(S[i, n]) / 0.4)
+            for n in range(S.shape[1])
+            if allowed[i, n]
+        )
         assert math.isclose(float(m[i]), math.log(ref), rel_tol=1e-12)
 
 
@@ -121,8 +124,15 @@ def test_sample_negatives_single_allowed_column():
     assert (idx[0] == 4).all() and (idx[1] == 0).all() and (idx[2] == 4).all()
 
 
-@pytest.mark.parametrize("kind,params", [("exponential", {"beta": 2.0}), ("step", {"threshold": 0.2, "low": 0.1}),
-                                         ("polynomial", {"power": 3.0, "shift": 1.0}), ("polynomial", {"power": 0.0, "shift": 0.5})])
+@pytest.mark.parametrize(
+    "kind,params",
+    [
+        ("exponential", {"beta": 2.0}),
+        ("step", {"threshold": 0.2, "low": 0.1}),
+        ("polynomial", {"power": 3.0, "shift": 1.0}),
+        ("polynomial", {"power": 0.0, "shift": 0.5}),
+    ],
+)
 def test_hardening_functions_are_nonnegative_and_nondecreasing(kind, params):
     eta = hardening(kind, **params)
     t = torch.linspace(-1, 1, 201, dtype=torch.float64)

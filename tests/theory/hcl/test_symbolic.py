@@ -48,10 +48,12 @@ def test_optimal_values_equal_bounds(psi):
         for K, tau, margin in ((1, 1, 1), (2, sp.Rational(1, 2), 2), (7, 2, 0)):
             e = symbolic.scl_optimum_expr(C, psi=psi, num_negatives=K, tau=tau, margin=margin)
             assert float(e) == pytest.approx(
-                scl_optimum(C, psi=psi, num_negatives=K, tau=float(tau), margin=float(margin)), rel=1e-13)
+                scl_optimum(C, psi=psi, num_negatives=K, tau=float(tau), margin=float(margin)), rel=1e-13
+            )
             u = symbolic.ucl_optimum_expr(C, psi=psi, num_negatives=K, tau=tau, margin=margin)
             assert float(u) == pytest.approx(
-                ucl_optimum(C, psi=psi, num_negatives=K, tau=float(tau), margin=float(margin)), rel=1e-13)
+                ucl_optimum(C, psi=psi, num_negatives=K, tau=float(tau), margin=float(margin)), rel=1e-13
+            )
     assert symbolic.scl_optimum_expr(100, psi="mean") == sp.log(1 + sp.exp(sp.Rational(-100, 99)))
 
 
@@ -86,4 +88,6 @@ def test_defaults_match_the_float_closed_forms():
     """One default everywhere: num_negatives = 256, tau = 1, margin = 1 (theory.options)."""
     assert float(symbolic.scl_optimum_expr(10)) == pytest.approx(scl_optimum(10), rel=1e-13)
     for psi in ("mean", "sum"):
-        assert float(symbolic.ucl_optimum_expr(4, psi=psi)) == pytest.approx(ucl_optimum(4, psi=psi), rel=1e-12)
+        assert float(symbolic.ucl_optimum_expr(4, psi=psi)) == pytest.approx(
+            ucl_optimum(4, psi=psi), rel=1e-12
+        )

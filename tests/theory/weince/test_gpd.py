@@ -10,8 +10,18 @@ import pytest
 import torch
 from scipy import optimize, stats
 
-from theory.weince.gpd import embedding_scores, fit_gpd, gev_fit, gpd_loglik, gpd_quantile, lower_triangle_scores, pot_fit, profile_sigma, scipy_gpd_fit, threshold_stability
-
+from theory.weince.gpd import (
+    embedding_scores,
+    fit_gpd,
+    gev_fit,
+    gpd_loglik,
+    gpd_quantile,
+    lower_triangle_scores,
+    pot_fit,
+    profile_sigma,
+    scipy_gpd_fit,
+    threshold_stability,
+)
 
 # ---------------------------------------------------------------------------------------------
 # GPD likelihood and quantiles vs scipy (genpareto c = xi, Coles sign)
@@ -25,7 +35,9 @@ def test_gpd_loglik_and_quantile_match_scipy(xi):
     want = stats.genpareto.logpdf(y, xi, loc=0, scale=0.25).sum()
     assert abs(gpd_loglik(y, xi, 0.25) - want) < 1e-9 * max(1.0, abs(want))
     p = np.linspace(0.0, 0.99, 23)
-    assert np.allclose(gpd_quantile(p, xi, 0.25), stats.genpareto.ppf(p, xi, scale=0.25), rtol=1e-12, atol=1e-14)
+    assert np.allclose(
+        gpd_quantile(p, xi, 0.25), stats.genpareto.ppf(p, xi, scale=0.25), rtol=1e-12, atol=1e-14
+    )
 
 
 def test_gpd_loglik_outside_support_and_validation():
@@ -45,9 +57,12 @@ def test_profile_sigma_is_the_conditional_maximum(xi):
     y = stats.genpareto.rvs(-0.2, scale=0.1, size=400, random_state=rng)
     sig, ll = profile_sigma(y, xi)
     lo = abs(xi) * y.max() * (1 + 1e-9) if xi < 0 else 1e-8
-    r = optimize.minimize_scalar(lambda ls: -gpd_loglik(y, xi, math.exp(ls)),
-                                 bounds=(math.log(lo), math.log(100.0)), method="bounded",
-                                 options={"xatol": 1e-12})
+    r = optimize.minimize_scalar(
+        lambda ls: -gpd_loglik(y, xi, math.exp(ls)),
+        bounds=(math.log(lo), math.log(100.0)),
+        method="bounded",
+        options={"xatol": 1e-12},
+    )
     assert ll[0] >= -r.fun - 1e-7
     assert abs(sig[0] - math.exp(r.x)) < 1e-4 * sig[0]
     assert abs(ll[0] - gpd_loglik(y, xi, sig[0])) < 1e-8

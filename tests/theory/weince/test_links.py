@@ -8,8 +8,12 @@ import numpy as np
 import pytest
 import torch
 
-from theory.weince.links import candidates_from_similarity, link_select, tlambda_loglik, two_view_link_candidates
-
+from theory.weince.links import (
+    candidates_from_similarity,
+    link_select,
+    tlambda_loglik,
+    two_view_link_candidates,
+)
 
 # ---------------------------------------------------------------------------------------------
 # link selection
@@ -86,7 +90,10 @@ def test_candidates_from_similarity():
         candidates_from_similarity(S, [4, 0, 0, 0])
     # the two-view helper equals the generic one on the cosine matrix
     g = torch.Generator().manual_seed(0)
-    z1, z2 = torch.randn(5, 3, generator=g, dtype=torch.float64), torch.randn(5, 3, generator=g, dtype=torch.float64)
+    z1, z2 = (
+        torch.randn(5, 3, generator=g, dtype=torch.float64),
+        torch.randn(5, 3, generator=g, dtype=torch.float64),
+    )
     z = torch.nn.functional.normalize(torch.cat([z1, z2]), dim=1)
     want = candidates_from_similarity((z @ z.T).numpy(), (np.arange(10) + 5) % 10)
     assert np.allclose(two_view_link_candidates(z1, z2), want, atol=1e-15)

@@ -11,10 +11,10 @@ import torch.nn.functional as F
 
 from theory.infonce import info_nce, two_view_candidates
 from theory.weince import (
-    tail_aic_fit,
     WeibullBetaState,
     WeiNCELoss,
     rho0_index,
+    tail_aic_fit,
     tail_fits,
     tail_size,
     tlambda_logits,
@@ -95,8 +95,9 @@ def tl(s, lam, tau, eps):
     return (1 - lam) * s / tau + lam * (-math.log(1.0 - min(s, 1.0 - eps)))
 
 
-def ref_weince(z1, z2, *, tau=0.5, q=0.2, tail_frac=0.1, min_tail=32, margin=2.0, kappa_rho=10.0,
-               kappa_aic=1.0, eps=1e-6):
+def ref_weince(
+    z1, z2, *, tau=0.5, q=0.2, tail_frac=0.1, min_tail=32, margin=2.0, kappa_rho=10.0, kappa_aic=1.0, eps=1e-6
+):
     z = np.concatenate([z1.detach().double().numpy(), z2.detach().double().numpy()])
     z = z / np.linalg.norm(z, axis=1, keepdims=True)
     A = z.shape[0]
@@ -138,7 +139,11 @@ def test_tail_size_and_rho0_index_rules():
     assert rho0_index(512, 0.2) == 102
     assert rho0_index(8, 0.2) == 1  # round(1.4)
     assert rho0_index(6, 0.5) == 2 and rho0_index(8, 0.5) == 4  # round(2.5) = 2, round(3.5) = 4
-    for bad in [dict(num_negatives=0), dict(num_negatives=5, tail_frac=-0.1), dict(num_negatives=5, min_tail=-1)]:
+    for bad in [
+        dict(num_negatives=0),
+        dict(num_negatives=5, tail_frac=-0.1),
+        dict(num_negatives=5, min_tail=-1),
+    ]:
         with pytest.raises(ValueError):
             tail_size(**bad)
     with pytest.raises(ValueError, match="q"):
@@ -152,17 +157,17 @@ def test_tail_size_and_rho0_index_rules():
 
 CASES = [
     # (N, d, kwargs)                            why
-    (2, 5, {}),                                 # N = 2: n_eff = 1 < 2 fallback (median rho0)
-    (3, 4, {"q": 0.3}),                         # A = 6: rho0 index round(1.5) = 2
-    (4, 6, {}),                                 # A = 8: rho0 index round(1.4) = 1
-    (4, 6, {"q": 0.5}),                         # A = 8: round(3.5) = 4
-    (3, 4, {"q": 0.5}),                         # A = 6: round(2.5) = 2 (half to even)
-    (42, 8, {"tail_frac": 0.5, "min_tail": 2}),   # k_tail = 41: burn-in 41 // 20 = 2
-    (5, 8, {}),                                 # N <= 5: k_tail = K
+    (2, 5, {}),  # N = 2: n_eff = 1 < 2 fallback (median rho0)
+    (3, 4, {"q": 0.3}),  # A = 6: rho0 index round(1.5) = 2
+    (4, 6, {}),  # A = 8: rho0 index round(1.4) = 1
+    (4, 6, {"q": 0.5}),  # A = 8: round(3.5) = 4
+    (3, 4, {"q": 0.5}),  # A = 6: round(2.5) = 2 (half to even)
+    (42, 8, {"tail_frac": 0.5, "min_tail": 2}),  # k_tail = 41: burn-in 41 // 20 = 2
+    (5, 8, {}),  # N <= 5: k_tail = K
     (22, 8, {"tail_frac": 0.25, "min_tail": 2}),  # K = 42: k_tail = round(10.5) = 10
     (24, 8, {"tail_frac": 0.25, "min_tail": 2}),  # K = 46: k_tail = round(11.5) = 12
-    (40, 16, {}),                               # K = 78: k_tail = 32 (min_tail)
-    (40, 16, {"margin": 80.0}),                 # lam_AIC strictly inside (0, 1) for some anchors
+    (40, 16, {}),  # K = 78: k_tail = 32 (min_tail)
+    (40, 16, {"margin": 80.0}),  # lam_AIC strictly inside (0, 1) for some anchors
 ]
 
 
@@ -206,8 +211,18 @@ def test_weince_gate_public_function_matches_loss_diagnostics():
     z = F.normalize(torch.cat([z1, z2]), dim=1)
     S = z @ z.T
     A, N = 32, 16
-    neg = torch.stack([torch.cat([S[i, :min(i, (i + N) % A)], S[i, min(i, (i + N) % A) + 1:max(i, (i + N) % A)],
-                                  S[i, max(i, (i + N) % A) + 1:]]) for i in range(A)])
+    neg = torch.stack(
+        [
+            torch.cat(
+                [
+                    S[i, : min(i, (i + N) % A)],
+                    S[i, min(i, (i + N) % A) + 1 : max(i, (i + N) % A)],
+                    S[i, max(i, (i + N) % A) + 1 :],
+                ]
+            )
+            for i in range(A)
+        ]
+    )
     st = weince_gate(neg[:, torch.randperm(A - 2)], margin=0.0, kappa_rho=5.0, kappa_aic=0.5)  # order-free
     assert torch.allclose(st.lam, diag.lam, atol=1e-12, rtol=0)
 
@@ -413,9 +428,19 @@ def test_n_equal_one_raises_and_validation():
     z1, z2 = torch.randn(4, 3), torch.randn(4, 3)
     with pytest.raises(ValueError):
         weince_loss(z1, torch.randn(5, 3))
-    for bad in [dict(tau=0.0), dict(tau=-1.0), dict(q=1.5), dict(q=-0.1), dict(tail_frac=-1.0),
-                dict(min_tail=-2), dict(kappa_rho=-1.0), dict(kappa_aic=float("nan")), dict(eps=0.0),
-                dict(recipe="nope"), dict(recipe="released")]:
+    for bad in [
+        dict(tau=0.0),
+        dict(tau=-1.0),
+        dict(q=1.5),
+        dict(q=-0.1),
+        dict(tail_frac=-1.0),
+        dict(min_tail=-2),
+        dict(kappa_rho=-1.0),
+        dict(kappa_aic=float("nan")),
+        dict(eps=0.0),
+        dict(recipe="nope"),
+        dict(recipe="released"),
+    ]:
         with pytest.raises(ValueError):
             weince_loss(z1, z2, **bad)
 
@@ -457,8 +482,8 @@ def test_ties_in_the_tail():
     N = 20
     z1 = torch.zeros(N, 3, dtype=torch.float64)
     z1[:, 0] = 1.0
-    z1[N // 2:, 0] = 0.0
-    z1[N // 2:, 1] = 1.0
+    z1[N // 2 :, 0] = 0.0
+    z1[N // 2 :, 1] = 1.0
     z2 = z1.clone()
     loss, diag = weince_loss(z1, z2, return_diagnostics=True)
     ref = ref_weince(z1, z2)
@@ -580,8 +605,19 @@ def test_torch_only_branch_matches_numpy_branch(dtype, monkeypatch):
 # ---------------------------------------------------------------------------------------------
 
 
-def ref_label_loss(z, labels, *, tau=0.5, q=0.2, tail_frac=0.1, min_tail=32, margin=2.0, kappa_rho=10.0,
-                   kappa_aic=1.0, eps=1e-6):
+def ref_label_loss(
+    z,
+    labels,
+    *,
+    tau=0.5,
+    q=0.2,
+    tail_frac=0.1,
+    min_tail=32,
+    margin=2.0,
+    kappa_rho=10.0,
+    kappa_aic=1.0,
+    eps=1e-6,
+):
     zz = z.detach().double().numpy()
     zz = zz / np.linalg.norm(zz, axis=1, keepdims=True)
     B = zz.shape[0]
@@ -611,9 +647,20 @@ def test_label_variant_matches_loop_with_unequal_classes(corner):
     margin, kr, ka = corner
     g = torch.Generator().manual_seed(3)
     labels = torch.tensor([0] * 9 + [1] * 5 + [2] * 20 + [3] * 2 + [4] * 1)  # K_i differ per anchor
-    z = torch.randn(len(labels), 6, generator=g, dtype=torch.float64) + 1.5 * torch.randn(5, 6, generator=g, dtype=torch.float64)[labels]
-    loss, diag = weince_label_loss(z, labels, margin=margin, kappa_rho=kr, kappa_aic=ka, tail_frac=0.3, min_tail=4,
-                                   return_diagnostics=True)
+    z = (
+        torch.randn(len(labels), 6, generator=g, dtype=torch.float64)
+        + 1.5 * torch.randn(5, 6, generator=g, dtype=torch.float64)[labels]
+    )
+    loss, diag = weince_label_loss(
+        z,
+        labels,
+        margin=margin,
+        kappa_rho=kr,
+        kappa_aic=ka,
+        tail_frac=0.3,
+        min_tail=4,
+        return_diagnostics=True,
+    )
     ref, lam = ref_label_loss(z, labels, margin=margin, kappa_rho=kr, kappa_aic=ka, tail_frac=0.3, min_tail=4)
     assert abs(loss.item() - ref) < 1e-10
     assert np.allclose(diag.lam.numpy(), lam, atol=1e-10, rtol=0)
@@ -641,7 +688,7 @@ def near_tied_views(N, seed, c=0.5, noise=2e-7):
     g = torch.Generator().manual_seed(seed)
     A, d = 2 * N, 2 * N + 1
     eye = torch.eye(d, dtype=torch.float64)
-    z = math.sqrt(c) * eye[0] + math.sqrt(1 - c) * eye[1:A + 1]  # pairwise cosine exactly c
+    z = math.sqrt(c) * eye[0] + math.sqrt(1 - c) * eye[1 : A + 1]  # pairwise cosine exactly c
     z = (z + noise * torch.randn(A, d, generator=g, dtype=torch.float64)).float()
     return z[:N], z[N:]
 
@@ -677,7 +724,9 @@ def test_label_variant_lambda_zero_is_label_infonce(dtype):
     for i in range(10):
         for j in range(10):
             if j != i and labels[j] == labels[i]:
-                cands = [float(zn[i] @ zn[j]) / 0.2] + [float(zn[i] @ zn[k]) / 0.2 for k in range(10) if labels[k] != labels[i]]
+                cands = [float(zn[i] @ zn[j]) / 0.2] + [
+                    float(zn[i] @ zn[k]) / 0.2 for k in range(10) if labels[k] != labels[i]
+                ]
                 total += ref_ce(cands)
                 pairs += 1
     tol = 1e-12 if dtype == torch.float64 else 1e-5

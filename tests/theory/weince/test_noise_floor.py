@@ -8,7 +8,6 @@ from scipy import optimize
 
 from theory.weince.noise_floor import noise_floor_experiment, noise_floor_theory, softmax_link_mle
 
-
 # ---------------------------------------------------------------------------------------------
 # noise floor (spec §4.2)
 # ---------------------------------------------------------------------------------------------

@@ -9,7 +9,6 @@ import pytest
 
 from theory.weince.tails import tail_aic_fit, tail_aic_fits
 
-
 # ---------------------------------------------------------------------------------------------
 # per-anchor tail AIC fits vs numpy polyfit
 # ---------------------------------------------------------------------------------------------
