@@ -83,9 +83,10 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _list(stream=sys.stdout) -> None:
+def _list(stream=None) -> None:
     from figures import registry
 
+    stream = sys.stdout if stream is None else stream
     specs = registry.all_figures()
     width = max(len(s.id) for s in specs)
     for s in specs:

@@ -8,7 +8,7 @@ present in the results (a grid without ball runs renders without that column): t
 sorted normalised class-mean spectrum ``log(sigma_i / sigma_max)`` at the final epoch (when
 the ``spectrum`` table exists), bottom row the equal-inner-product (ETF) deviation
 ``mean |cos(mu_c, mu_c') + 1/(C-1)|`` over epochs; one curve per beta, seed mean ± std, the ideal
-values dashed. Panels follow the style of the authors' notebooks (N1, N4).
+values dashed. The panels are reproduced in the style of the authors' notebooks (N1, N4).
 
 Tables: ``synthetic`` (``method, beta, epoch, normalization, etf_mean``) and optionally
 ``spectrum`` (``method, beta, epoch, index, log_ratio, normalization``).
