@@ -1,4 +1,5 @@
 # Two entry points for a fresh machine:  `make figures` (main job) and `make test`.
+# `make figures` writes the figures and report.html / report.md to results/figures/.
 # Both create a local virtual environment in .venv on first use.
 PYTHON ?= python3
 VENV   := .venv
@@ -14,7 +15,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 figures: $(STAMP)
-	$(PY) -m theory
+	$(PY) -m figures
 
 test: $(STAMP)
 	$(PY) -m pytest -q
