@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-__all__ = ["FORMAT", "source_key", "StageCache", "atomic_write_bytes"]
+__all__ = ["FORMAT", "source_key", "frame_digest", "StageCache", "atomic_write_bytes"]
 
 #: Bumped when the layout of the cached files changes.
 FORMAT = "figures-cache-1"
@@ -53,6 +53,21 @@ def source_key(paths: Sequence[os.PathLike | str], *extra: str) -> str:
     for e in extra:
         h.update(str(e).encode())
         h.update(b"\0")
+    return h.hexdigest()
+
+
+def frame_digest(frame: pd.DataFrame) -> str:
+    """SHA-256 (hex) of a table's column names, dtypes and values (row order matters).
+
+    Used to tell whether a figure's input changed since its files were written (a warm run then
+    reuses the files instead of rendering again).
+    """
+    h = hashlib.sha256()
+    h.update(repr([(str(c), str(t)) for c, t in frame.dtypes.items()]).encode())
+    try:
+        h.update(pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes())
+    except TypeError:  # unhashable cells (lists, dicts): fall back to the CSV text
+        h.update(frame.to_csv(index=False).encode("utf-8"))
     return h.hexdigest()
 
 

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from figures import registry, sources
+from figures.commands import command_for
 from figures.cache import atomic_write_bytes
 
 __all__ = ["ClaimRow", "assemble", "environment", "write_report", "render_markdown", "render_html", "PACKAGES"]
@@ -86,7 +87,7 @@ def assemble(records: list[Any], figure_results: list[Any], *, results: str = "r
         elif recs:
             primary = recs[0]
         else:
-            primary = claims.not_run(cid, sources.command_for(cid, results=results, scale=scale),
+            primary = claims.not_run(cid, command_for(cid, results=results, scale=scale),
                                      notes="no stage produced a result for this claim")
         others = [r for r in recs if r is not primary and (r.verdict != claims.Verdict.NOT_RUN)]
         ids: list[str] = []

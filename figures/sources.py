@@ -7,12 +7,10 @@ figure modules themselves import only pandas, numpy, matplotlib, seaborn and
 * the claims record type (:data:`claims`, re-exported ``theory.claims``);
 * :func:`theory_claims`: the theory checks T1-T8 and the W-law as claim records;
 * small *producers* of tidy tables computed from theory in seconds: :func:`harris_gap_table`,
-  :func:`hucl_nc_table`, :func:`gram_table`, :func:`noise_floor_table`; the W5 judgement
-  :func:`w5_claim`; the EVT tables :func:`pot_tables` and :func:`link_tables` from scores;
+  :func:`hucl_nc_table`, :func:`gram_table`, :func:`noise_floor_table`; the EVT tables :func:`pot_tables` and :func:`link_tables` from scores;
 * the synthetic results: :func:`find_synthetic_results`, :func:`load_synthetic`,
   :func:`spectrum_table`, :func:`synthetic_claims`;
-* :data:`CLAIM_COMMANDS` (the command that produces each claim's results) and
-  :func:`source_paths` (the files whose content keys the cache).
+* :func:`source_paths` (the files whose content keys the cache).
 
 References: Jiang et al., arXiv 2311.05139 (§3 theory, §4-§5 experiments); Erol et al.,
 arXiv 2606.00262 (WeiNCE, extreme-value diagnostics).
@@ -20,30 +18,29 @@ arXiv 2606.00262 (WeiNCE, extreme-value diagnostics).
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from figures.commands import SCALES, command_for
 from theory import claims  # the one claims record type (light: no torch)
 
 __all__ = [
     "claims",
     "SCALES",
-    "CLAIM_COMMANDS",
-    "command_for",
     "source_paths",
     "theory_claims",
     "harris_gap_table",
     "hucl_nc_table",
     "gram_table",
     "noise_floor_table",
-    "w5_claim",
     "pot_tables",
     "link_tables",
     "find_synthetic_results",
@@ -52,58 +49,6 @@ __all__ = [
     "synthetic_claims",
     "device_description",
 ]
-
-#: The scales of the main job.
-SCALES = ("quick", "default", "paper")
-
-#: The command that produces each claim's results. ``{results}`` is the results folder and
-#: ``{quick}`` is `` --quick`` at the quick scale; ``{scale}`` the scale's grid option.
-CLAIM_COMMANDS: dict[str, str] = {
-    **{cid: "python -m theory{quick}" for cid in claims.CHECK_IDS},
-    "S1": "python -m synthetic sweep s1_scl_hscl_nc{scale} --results {results}/synthetic && "
-          "python -m synthetic claims {results}/synthetic",
-    "S2": "python -m synthetic sweep s2_ucl_positives{scale} --results {results}/synthetic && "
-          "python -m synthetic claims {results}/synthetic",
-    "S3": "python -m synthetic sweep s3_hucl_beta{scale} --results {results}/synthetic && "
-          "python -m synthetic claims {results}/synthetic",
-    "S4": "python -m synthetic sweep s4_no_normalisation{scale} --results {results}/synthetic && "
-          "python -m synthetic claims {results}/synthetic",
-    "R5": "python -m synthetic sweep r5_batch_size{scale} --results {results}/synthetic && "
-          "python -m synthetic claims {results}/synthetic",
-    "R4": "python -m synthetic sweep r4_near_nc{scale} --results {results}/synthetic "
-          "(near-NC-initialisation grid: not shipped yet)",
-    "R1": "python -m realdata train --dataset cifar100 --method HSCL --beta B --normalization ball "
-          "--results {results}/realdata, B in 0 2 5 10 30 (real-data package: not available yet)",
-    "R2": "python -m realdata train --dataset cifar100 --method HSCL --beta B --normalization ball "
-          "--results {results}/realdata, B in 0 2 5 10 30 (real-data package: not available yet)",
-    "R3": "python -m realdata train --dataset cifar100 --method HUCL --beta B --normalization ball "
-          "--results {results}/realdata, B in 0 2 5 10 30 (real-data package: not available yet)",
-    "W1": "python -m realdata train --dataset cifar100 --method WeiNCE --results {results}/realdata, then "
-          "its POT scores into {results}/weince/pot_scores.csv (real-data package: not available yet)",
-    "W2": "python -m realdata train --dataset cifar100 --method WeiNCE --results {results}/realdata, then "
-          "its link candidates into {results}/weince/link_candidates.npz (real-data package: not available yet)",
-    "W3": "python -m realdata train --dataset cifar100 --arch resnet18 --method InfoNCE|WeiNCE "
-          "--results {results}/realdata && python -m realdata eval ... (real-data package: not available yet)",
-    "W4": "python -m benchmarks.bench_weince (step-time overhead; the GPU check of the real-data package "
-          "is not available yet)",
-    "W5": "python -m figures --only noise_floor{scale}",
-}
-
-
-def command_for(claim_id: str, *, results: str | os.PathLike = "results", scale: str = "default") -> str:
-    """The command that produces ``claim_id``'s results, for a results folder and scale.
-
-    Raises:
-        ValueError: unknown claim id or scale.
-    """
-    if claim_id not in CLAIM_COMMANDS:
-        raise ValueError(f"claim_id must be one of {list(CLAIM_COMMANDS)}, got {claim_id!r}")
-    if scale not in SCALES:
-        raise ValueError(f"scale must be one of {SCALES}, got {scale!r}")
-    grid_scale = "" if scale == "default" else f" --scale {scale}"
-    return CLAIM_COMMANDS[claim_id].format(results=str(results), quick=" --quick" if scale == "quick" else "",
-                                           scale=grid_scale)
-
 
 def _package_dir(name: str) -> Path:
     spec = importlib.util.find_spec(name)
@@ -177,16 +122,10 @@ def theory_claims(scale: str = "default", seed: int = 0) -> list[claims.Claim]:
         w = rec.worst()
         if w is not None and w.evidence:
             e = w.evidence[0]
-            rec = claims.Claim(**{**_fields(rec), "evidence": (claims.Evidence(
-                f"worst sub-check ({e.label})", e.value, e.spread, e.spread_kind, n=w.instances or None),)})
+            rec = dataclasses.replace(rec, evidence=(claims.Evidence(
+                f"worst sub-check ({e.label})", e.value, e.spread, e.spread_kind, n=w.instances or None),))
         out.append(rec)
     return out
-
-
-def _fields(rec: claims.Claim) -> dict[str, Any]:
-    import dataclasses
-
-    return {f.name: getattr(rec, f.name) for f in dataclasses.fields(rec)}
 
 
 def _check_scale(scale: str) -> None:
@@ -306,72 +245,6 @@ def noise_floor_table(scale: str = "default", seed: int = 20260113) -> pd.DataFr
 
     t = evt.noise_floor_experiment(reps=NOISE_FLOOR_REPS[scale], seed=seed)
     return t.assign(dgp="candidates s = (0.15, 0.45, 0.70, 0.90), β* = 0.8, Weibit winner law")
-
-
-#: Declared criterion of W5 (before any run): per n, the Weibit MSE over c/n within
-#: [1/W5_RATIO_TOL, W5_RATIO_TOL]; at the largest n, the softmax MSE within W5_FLOOR_TOL
-#: (relative) of the bias^2 floor plus its Godambe variance term, and above the Weibit MSE.
-W5_RATIO_TOL = 1.25
-W5_FLOOR_TOL = 0.25
-
-
-def w5_claim(table: pd.DataFrame, *, scale: str = "default", results: str = "results") -> claims.Claim:
-    """Judge W5 (noise floor) from :func:`noise_floor_table` with the declared criterion.
-
-    REPRODUCED when both parts hold (the Weibit MSE tracks c/n at every n; the softmax MSE
-    levels off at its floor above the Weibit MSE), PARTLY when one holds, NOT REPRODUCED when
-    neither; NOT RUN for an empty table.
-
-    Raises:
-        ValueError: missing columns.
-    """
-    need = ("n", "mse_softmax", "mse_weibit", "theory_weibit", "bias2_floor", "theory_softmax", "reps")
-    if not isinstance(table, pd.DataFrame) or any(c not in table.columns for c in need):
-        raise ValueError(f"table must be a DataFrame with the columns {list(need)}")
-    cmd = command_for("W5", results=results, scale=scale)
-    if len(table) == 0:
-        return claims.not_run("W5", cmd)
-    t = table.sort_values("n")
-    ratio = t["mse_weibit"] / t["theory_weibit"]
-    weibit_ok = bool(((ratio <= W5_RATIO_TOL) & (ratio >= 1 / W5_RATIO_TOL)).all())
-    big = t.iloc[-1]
-    floor_rel = abs(big["mse_softmax"] / big["theory_softmax"] - 1)
-    softmax_ok = bool(floor_rel <= W5_FLOOR_TOL and big["mse_softmax"] > big["mse_weibit"])
-    V = claims.Verdict
-    verdict = V.REPRODUCED if weibit_ok and softmax_ok else V.PARTLY if weibit_ok or softmax_ok else V.NOT_REPRODUCED
-    reps = int(t["reps"].iloc[0])
-    ev = [
-        claims.Evidence("Weibit MSE / (c/n), min over n", float(ratio.min()), n=reps),
-        claims.Evidence("Weibit MSE / (c/n), max over n", float(ratio.max()), n=reps),
-        claims.Evidence("c (Fisher constant)", float(t["c"].iloc[0])) if "c" in t.columns else None,
-        claims.Evidence(f"softmax MSE at n={int(big['n'])}", float(big["mse_softmax"]),
-                        float(big.get("se_mse_softmax", float("nan"))), "se", n=reps),
-        claims.Evidence("softmax bias² floor (theory)", float(big["bias2_floor"])),
-        claims.Evidence(f"Weibit MSE at n={int(big['n'])}", float(big["mse_weibit"]),
-                        float(big.get("se_mse_weibit", float("nan"))), "se", n=reps),
-    ]
-    subs = [
-        claims.SubCheck(f"Weibit MSE tracks c/n at n={int(r['n'])}",
-                        V.REPRODUCED if 1 / W5_RATIO_TOL <= r["mse_weibit"] / r["theory_weibit"] <= W5_RATIO_TOL
-                        else V.NOT_REPRODUCED,
-                        (claims.Evidence("MSE / (c/n)", float(r["mse_weibit"] / r["theory_weibit"]), n=reps),),
-                        instances=reps)
-        for _, r in t.iterrows()
-    ]
-    subs.append(claims.SubCheck(
-        f"softmax MSE at n={int(big['n'])} at its floor and above the Weibit MSE",
-        V.REPRODUCED if softmax_ok else V.NOT_REPRODUCED,
-        (claims.Evidence("softmax MSE / (floor + Godambe/n) − 1", float(floor_rel)),), instances=reps))
-    return claims.Claim(
-        "W5", verdict, tuple(e for e in ev if e is not None), tuple(subs),
-        setting={"data": "synthetic multinomial winners, 4 candidates, β* = 0.8", "n": "100 ... 10 000",
-                 "replications": reps, "scale": scale},
-        command=cmd,
-        criterion=(f"Weibit MSE/(c/n) in [{1 / W5_RATIO_TOL:.2f}, {W5_RATIO_TOL:.2f}] at every n, and at the "
-                   f"largest n the softmax MSE within {100 * W5_FLOOR_TOL:g} % of bias² floor + Godambe "
-                   "variance/n and above the Weibit MSE"),
-        figures=("noise_floor",),
-    )
 
 
 def pot_tables(scores: Sequence[float] | np.ndarray, q: float = 0.99, *, source: str = "",
@@ -657,34 +530,3 @@ def device_description() -> str:
     except Exception:  # noqa: BLE001 - environment report only
         pass
     return cpu + "; no GPU used"
-
-
-def read_scores(path: str | os.PathLike) -> np.ndarray:
-    """Scores from a CSV with a ``score`` column.
-
-    Raises:
-        ValueError: the file has no ``score`` column or no finite score (the message names it).
-    """
-    t = pd.read_csv(path)
-    if "score" not in t.columns:
-        raise ValueError(f"{path}: expected a CSV with a 'score' column, got columns {list(t.columns)}")
-    s = pd.to_numeric(t["score"], errors="coerce").to_numpy(dtype=float)
-    s = s[np.isfinite(s)]
-    if s.size == 0:
-        raise ValueError(f"{path}: the 'score' column has no finite value")
-    return s
-
-
-def read_candidates(path: str | os.PathLike) -> list[np.ndarray]:
-    """Candidate similarity arrays from an ``.npz`` file (each ``(M, C)``, positive in column 0).
-
-    Raises:
-        ValueError: no 2-D array in the file (the message names it).
-    """
-    with np.load(path) as z:
-        arrs = [np.asarray(z[k], dtype=np.float64) for k in z.files]
-    arrs = [a for a in arrs if a.ndim == 2 and a.shape[1] >= 2]
-    if not arrs:
-        raise ValueError(f"{path}: expected arrays of shape (M, C >= 2), positive in column 0")
-    return arrs
-

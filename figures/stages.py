@@ -33,8 +33,8 @@ from typing import Any, Protocol
 
 import pandas as pd
 
-from figures import registry, sources
-from figures.cache import FORMAT, StageCache, source_key
+from figures import inputs, judges, registry, sources
+from figures.cache import FORMAT, StageCache, atomic_write_bytes, frame_digest, source_key
 from figures.progress import Progress
 from figures.registry import FigureSpec
 
@@ -71,6 +71,7 @@ class FigureResult:
     seconds: float = 0.0
     description: str = ""
     style_note: str = ""
+    reused: bool = False
 
 
 @dataclass
@@ -263,7 +264,7 @@ class WeinceStage:
 
     Args:
         noise_floor: ``noise_floor(scale, seed) -> DataFrame`` (default :func:`sources.noise_floor_table`).
-        judge_w5: ``judge_w5(table, scale=..., results=...) -> Claim`` (default :func:`sources.w5_claim`).
+        judge_w5: ``judge_w5(table, scale=..., results=...) -> Claim`` (default :func:`figures.judges.w5_claim`).
         pot: ``pot(scores, source=...) -> dict of tables`` (default :func:`sources.pot_tables`).
         link: ``link(candidates, source=...) -> dict of tables`` (default :func:`sources.link_tables`).
     """
@@ -275,7 +276,7 @@ class WeinceStage:
     def __init__(self, noise_floor: TableProducer | None = None, judge_w5: Callable[..., Any] | None = None,
                  pot: Callable[..., dict] | None = None, link: Callable[..., dict] | None = None) -> None:
         self.noise_floor = noise_floor or (lambda scale, seed: sources.noise_floor_table(scale))
-        self.judge_w5 = judge_w5 or sources.w5_claim
+        self.judge_w5 = judge_w5 or judges.w5_claim
         self.pot = pot or sources.pot_tables
         self.link = link or sources.link_tables
 
@@ -291,12 +292,12 @@ class WeinceStage:
         parts = [f"noise floor {cache.describe()}"]
         scores = ctx.results / self.SCORES
         if scores.is_file() and ctx.needs("pot_exceedances"):
-            ctx.tables.update(self.pot(sources.read_scores(scores), source=str(scores)))
+            ctx.tables.update(self.pot(inputs.read_scores(scores), source=str(scores)))
             parts.append(f"POT tables from {scores}")
         ctx.tick("POT")
         cand = ctx.results / self.CANDIDATES
         if cand.is_file() and ctx.needs("lambda_profile"):
-            ctx.tables.update(self.link(sources.read_candidates(cand), source=str(cand)))
+            ctx.tables.update(self.link(inputs.read_candidates(cand), source=str(cand)))
             parts.append(f"link selection from {cand}")
         ctx.tick("link selection")
         return "; ".join(parts)
@@ -342,19 +343,54 @@ class PickupStage:
         return f"{n_claims} claim records from {cdir}, tables {names or 'none'} from {tdir}"
 
 
-def render_figure(spec: FigureSpec, tables: Mapping[str, pd.DataFrame], out: Path) -> FigureResult:
-    """Render and save one figure, or report it not available; never raises for a figure's fault."""
+def _figure_code() -> list[Path]:
+    pkg = Path(registry.__file__).resolve().parent
+    return sorted(pkg.glob("fig_*.py")) + [pkg / "style.py", pkg / "frames.py", pkg / "registry.py"]
+
+
+def figure_key(spec: FigureSpec, tables: Mapping[str, pd.DataFrame]) -> str:
+    """Digest of what a figure's files depend on: the figure code, its options and input tables."""
+    parts = [spec.id, repr(sorted(spec.options.items())), FORMAT]
+    parts += [f"{n}:{frame_digest(tables[n])}" for n in spec.table_names if n in tables]
+    return source_key(_figure_code(), *parts)
+
+
+def render_figure(spec: FigureSpec, tables: Mapping[str, pd.DataFrame], out: Path, *,
+                  reuse: bool = False) -> FigureResult:
+    """Render and save one figure, or report it not available; never raises for a figure's fault.
+
+    Args:
+        spec: the figure.
+        tables: the available tables.
+        out: the output folder.
+        reuse: keep the figure's files when they exist and were written from the same code, options
+            and input tables (recorded in ``out/.<id>.key``); otherwise render.
+
+    Returns:
+        The :class:`FigureResult`.
+    """
     from figures import style
 
     base = dict(id=spec.id, title=spec.title, claims=spec.claims, description=spec.description,
                 style_note=spec.style_note)
+    files = {fmt: out / f"{spec.id}.{fmt}" for fmt in ("png", "pdf")}
+    key_file = out / f".{spec.id}.key"
     avail = registry.availability(spec, tables)
     if not avail.ok:
+        if key_file.is_file():  # files this job wrote earlier, from data that is gone: remove them
+            for p in (*files.values(), key_file):
+                p.unlink(missing_ok=True)
         return FigureResult(status="not available", reason=avail.reason, produce=spec.produce, **base)
     t0 = time.perf_counter()
     try:
+        key = figure_key(spec, tables)
+        if reuse and key_file.is_file() and key_file.read_text() == key and all(p.is_file() for p in files.values()):
+            return FigureResult(status="rendered", files={k: str(v) for k, v in files.items()},
+                                seconds=time.perf_counter() - t0, reused=True, **base)
+        key_file.unlink(missing_ok=True)
         fig = spec.build(tables)
         paths = style.save_figure(fig, out, spec.id)
+        atomic_write_bytes(key_file, key.encode())
     except Exception as exc:  # noqa: BLE001 - a failing figure is reported, the others still render
         return FigureResult(status="failed", reason=f"{type(exc).__name__}: {exc}",
                             produce=spec.produce, seconds=time.perf_counter() - t0,
@@ -363,12 +399,16 @@ def render_figure(spec: FigureSpec, tables: Mapping[str, pd.DataFrame], out: Pat
                         seconds=time.perf_counter() - t0, **base)
 
 
-def _render_by_id(figure_id: str, tables: dict[str, pd.DataFrame], out: str) -> FigureResult:
-    return render_figure(registry.get(figure_id), tables, Path(out))
+def _render_by_id(figure_id: str, tables: dict[str, pd.DataFrame], out: str, reuse: bool) -> FigureResult:
+    return render_figure(registry.get(figure_id), tables, Path(out), reuse=reuse)
 
 
 class RenderStage:
-    """Render every selected figure (in ``jobs`` worker processes when ``jobs > 1``)."""
+    """Render every selected figure (in ``jobs`` worker processes when ``jobs > 1``).
+
+    A figure whose code, options and input tables are unchanged since its files were written keeps
+    them (unless ``--refresh``); the files of a figure that is no longer available are removed.
+    """
 
     name = "render"
 
@@ -382,13 +422,13 @@ class RenderStage:
             from joblib import Parallel, delayed
 
             tasks = (delayed(_render_by_id)(s.id, {k: ctx.tables[k] for k in s.table_names if k in ctx.tables},
-                                            str(ctx.out)) for s in ctx.figures)
+                                            str(ctx.out), not ctx.refresh) for s in ctx.figures)
             for r in Parallel(n_jobs=ctx.jobs, return_as="generator_unordered")(tasks):
                 results[r.id] = r
                 ctx.tick(r.id)
         else:
             for s in ctx.figures:
-                r = render_figure(s, ctx.tables, ctx.out)
+                r = render_figure(s, ctx.tables, ctx.out, reuse=not ctx.refresh)
                 results[r.id] = r
                 ctx.tick(r.id)
         ctx.rendered = [results[s.id] for s in ctx.figures]
@@ -397,7 +437,9 @@ class RenderStage:
         if failed:
             raise RuntimeError(f"figures failed to render: {', '.join(failed)} "
                                f"({counts['rendered']} rendered, {counts['not available']} not available)")
-        return f"{counts['rendered']} rendered, {counts['not available']} not available"
+        reused = sum(r.reused for r in ctx.rendered)
+        return (f"{counts['rendered']} rendered ({reused} unchanged, files kept), "
+                f"{counts['not available']} not available")
 
 
 class ReportStage:

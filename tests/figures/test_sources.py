@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from figures import registry, sources
+from figures import commands, judges, registry, sources
 from figures.sources import claims
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,7 +43,7 @@ def _nf(ratio=1.0, softmax_rel=0.0, above=True):
     (_nf().iloc[0:0], V.NOT_RUN),
 ])
 def test_w5_verdict_on_hand_made_tables(table, verdict):
-    rec = sources.w5_claim(table, scale="quick", results="R")
+    rec = judges.w5_claim(table, scale="quick", results="R")
     assert rec.verdict == verdict
     assert rec.command == "python -m figures --only noise_floor --scale quick"
     if verdict != V.NOT_RUN:
@@ -53,20 +53,21 @@ def test_w5_verdict_on_hand_made_tables(table, verdict):
 
 def test_w5_rejects_a_table_without_the_columns():
     with pytest.raises(ValueError, match="columns"):
-        sources.w5_claim(pd.DataFrame({"n": [1]}))
+        judges.w5_claim(pd.DataFrame({"n": [1]}))
 
 
 def test_command_for_every_catalogue_id():
+    assert commands.CHECK_IDS == claims.CHECK_IDS and set(commands.CLAIM_COMMANDS) == set(claims.CATALOGUE)
     for cid in claims.CATALOGUE:
-        cmd = sources.command_for(cid, results="RES", scale="paper")
+        cmd = commands.command_for(cid, results="RES", scale="paper")
         assert cmd and "{" not in cmd, cid
-    assert sources.command_for("S1", results="RES", scale="default").startswith(
+    assert commands.command_for("S1", results="RES", scale="default").startswith(
         "python -m synthetic sweep s1_scl_hscl_nc --results RES/synthetic")
-    assert sources.command_for("T1", scale="quick") == "python -m theory --quick"
+    assert commands.command_for("T1", scale="quick") == "python -m theory --quick"
     with pytest.raises(ValueError, match="scale"):
-        sources.command_for("T1", scale="big")
+        commands.command_for("T1", scale="big")
     with pytest.raises(ValueError, match="claim_id"):
-        sources.command_for("T9")
+        commands.command_for("T9")
 
 
 def test_pot_and_link_tables_have_what_the_figures_need():

@@ -166,7 +166,7 @@ def test_parallel_rendering_gives_the_same_files(tmp_path, all_tables):
                       figures=[registry.get(i) for i in ids], jobs=jobs)
         ctx.tables = dict(all_tables)
         RenderStage().run(ctx)
-        out[jobs] = sorted(p.name for p in ctx.out.iterdir())
+        out[jobs] = sorted(p.name for p in ctx.out.iterdir() if not p.name.startswith("."))
         assert [f.status for f in ctx.rendered] == ["rendered"] * 3
     assert out[1] == out[2] == sorted(f"{i}.{e}" for i in ids for e in ("png", "pdf"))
 
@@ -176,3 +176,20 @@ def test_context_validates_its_arguments(tmp_path):
         Context(scale="huge", results=tmp_path, out=tmp_path, figures=[])
     with pytest.raises(ValueError, match="jobs"):
         Context(scale="quick", results=tmp_path, out=tmp_path, figures=[], jobs=0)
+
+
+def test_unchanged_figures_keep_their_files_and_stale_ones_go(tmp_path, theory_tables):
+    from figures.stages import render_figure
+
+    spec = registry.get("harris_gap")
+    tables = {"harris_gap": theory_tables["harris_gap"]}
+    first = render_figure(spec, tables, tmp_path, reuse=True)
+    assert first.status == "rendered" and not first.reused
+    mtime = (tmp_path / "harris_gap.png").stat().st_mtime_ns
+    again = render_figure(spec, tables, tmp_path, reuse=True)
+    assert again.reused and (tmp_path / "harris_gap.png").stat().st_mtime_ns == mtime
+    changed = {"harris_gap": tables["harris_gap"].assign(estimate=tables["harris_gap"]["estimate"] * 2)}
+    assert not render_figure(spec, changed, tmp_path, reuse=True).reused
+    assert not render_figure(spec, changed, tmp_path, reuse=False).reused
+    gone = render_figure(spec, {}, tmp_path, reuse=True)
+    assert gone.status == "not available" and not list(tmp_path.iterdir())
