@@ -5,9 +5,10 @@ batch size 32 hinders it when there are many classes. Left and middle: the final
 equal-inner-product deviation and within-class variation against the batch size (log scale),
 one line per number of classes C (and method), seed mean ± std; right: the ETF deviation over
 training, one line per batch size. Full-batch runs (``batch_size = 0``) are drawn at ``N``, the
-training-set size, when ``n_per_class`` and ``num_classes`` are known. When the table has a
-``steps`` column (optimisation steps) the right panel uses it as the x-axis, so batch sizes are
-compared at equal steps.
+training-set size, when ``n_per_class`` and ``num_classes`` are known. The right panel's x-axis is
+the number of optimisation steps, so batch sizes are compared at equal steps: the table's
+``steps`` column, or ``epoch x floor(N / batch)`` (one step per epoch for a full batch) when
+``N`` is known, else the epoch.
 
 Table ``synthetic``: ``method, beta, epoch, batch_size, etf_mean, within_class_variation``
 (+ ``num_classes``, ``n_per_class``, ``steps``, ``seed``).
@@ -100,6 +101,11 @@ def render(tables: dict[str, pd.DataFrame], where: dict | None = None) -> Figure
                           xlabel="batch size", ylabel=ylabel, loc="best")
     ax = axes[0, 2]
     x = "steps" if "steps" in rows.columns else "epoch"
+    derived = False
+    if x == "epoch" and {"n_per_class", "num_classes"} <= set(rows.columns):
+        n = rows["n_per_class"].astype(float) * rows["num_classes"].astype(float)
+        rows = rows.assign(steps=rows["epoch"].astype(float) * np.floor(n / rows["batch"]).clip(lower=1))
+        x, derived = "steps", True
     sizes = sorted(rows["batch"].unique())
     pal2 = sns.color_palette("flare", len(sizes))
     base = part(rows, keys[-1])
@@ -107,8 +113,12 @@ def render(tables: dict[str, pd.DataFrame], where: dict | None = None) -> Figure
         g = style.aggregate_seeds(frames.finite(base[base["batch"] == b], "etf_mean"), x, "etf_mean")
         style.seed_band(ax, g[x], g["mean"], g["std"], color=pal2[i], label=f"batch {int(b)}")
     style.ideal_line(ax, 0.0, label="ideal 0")
+    if x == "steps":
+        ax.set_xscale("symlog", linthresh=10.0)
+        ax.set_xlim(left=0)
     style.finish_axes(ax, title="ETF deviation over training" + ("" if keys[-1] is None else f" ({label(keys[-1])})"),
-                      xlabel="optimisation step" if x == "steps" else "epoch",
+                      xlabel=("optimisation steps = epoch × ⌊N / batch⌋" if derived else "optimisation steps")
+                      if x == "steps" else "epoch",
                       ylabel="mean | cos(μ_c, μ_c′) + 1/(C−1) |", loc="upper right")
     fig.suptitle("Batch-size study")
     style.note(fig, "seed mean ± std; " + frames.setting_text(rows, setting, columns=("grid", "encoder", "normalization")))
