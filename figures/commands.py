@@ -7,6 +7,7 @@ synthetic``, ``python -m realdata``), so that a change of their interface is mad
 from __future__ import annotations
 
 import os
+import re
 
 __all__ = ["SCALES", "CHECK_IDS", "CLAIM_COMMANDS", "command_for"]
 
@@ -53,13 +54,19 @@ CLAIM_COMMANDS: dict[str, str] = {
 def command_for(claim_id: str, *, results: str | os.PathLike = "results", scale: str = "default") -> str:
     """The command that produces ``claim_id``'s results, for a results folder and scale.
 
+    Args:
+        claim_id: a catalogue id.
+        results: the results folder of the main job.
+        scale: one of :data:`SCALES`, or the name of a grid file's own ``[scale.NAME]`` (the
+            synthetic grids may define more scales than the main job).
+
     Raises:
-        ValueError: unknown claim id or scale.
+        ValueError: unknown claim id, or a scale that is not a plain name.
     """
     if claim_id not in CLAIM_COMMANDS:
         raise ValueError(f"claim_id must be one of {list(CLAIM_COMMANDS)}, got {claim_id!r}")
-    if scale not in SCALES:
-        raise ValueError(f"scale must be one of {SCALES}, got {scale!r}")
+    if not isinstance(scale, str) or not re.match(r"^[A-Za-z0-9_]+$", scale):
+        raise ValueError(f"scale must be one of {SCALES} or a grid scale name, got {scale!r}")
     grid_scale = "" if scale == "default" else f" --scale {scale}"
     return CLAIM_COMMANDS[claim_id].format(results=str(results), quick=" --quick" if scale == "quick" else "",
                                            scale=grid_scale)

@@ -375,7 +375,7 @@ def write_report(ctx: Any) -> dict[str, Path]:
 
     The report stage's own time is not yet known when it writes, so its row reads the time so far.
     """
-    from figures.stages import StageResult
+    from figures.context import StageResult
 
     ctx.out.mkdir(parents=True, exist_ok=True)
     rows = assemble(ctx.records, ctx.rendered, results=str(ctx.results), scale=ctx.scale)

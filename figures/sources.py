@@ -413,100 +413,21 @@ def spectrum_table(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-_SYN_FIGURES = {
-    "S1": ("conditions_scl", "spectrum_scl", "vs_beta_scl", "within_class_scl", "normalization_scl"),
-    "S2": ("ucl_positives", "conditions_ucl"),
-    "S3": ("vs_beta_ucl", "conditions_ucl", "spectrum_ucl", "hucl_at_nc"),
-    "S4": ("normalization_scl", "normalization_ucl", "spectrum_scl", "spectrum_ucl"),
-    "R5": ("batch_size",),
-    "R4": ("near_nc_init",),
-}
-_VERDICTS = {"reproduced": "REPRODUCED", "partly reproduced": "PARTLY", "not reproduced": "NOT REPRODUCED",
-             "no data": "NOT RUN"}
-
-
-def _grid_scale(grid: str) -> str:
-    return grid.rsplit("-", 1)[1] if "-" in grid else "default"
-
-
-def _setting_of(rows: pd.DataFrame, grid: str) -> dict[str, str]:
-    def vals(c: str) -> str:
-        if c not in rows.columns:
-            return ""
-        v = list(dict.fromkeys(rows[c].astype(str)))
-        return ", ".join(("full" if c == "batch_size" and x == "0" else x) for x in v)
-
-    out = {"data": "synthetic Gaussian mixture / free features", "grid": grid, "scale": _grid_scale(grid)}
-    for c, name in (("num_classes", "C"), ("d", "d"), ("encoder", "encoder"), ("normalization", "normalization"),
-                    ("batch_size", "batch size"), ("epochs", "epochs"), ("estimator", "estimator")):
-        v = vals(c)
-        if v:
-            out[name] = v
-    if "seed" in rows.columns:
-        out["seeds"] = str(rows["seed"].nunique())
-    return out
-
-
 def synthetic_claims(table: pd.DataFrame, *, results: str = "results", scale: str = "default") -> list[claims.Claim]:
     """Claims S1-S4 and R5 judged by the synthetic package from stored results (R4 NOT RUN).
 
-    Verdicts and their criteria come from the synthetic judges; the evidence lists, per setting,
-    the final-epoch seed mean ± std of the ETF deviation and the within-class variation. When a
-    claim has results at several scales the one at ``scale`` comes first.
+    Calls the synthetic judges (verdicts with their measured text, per-setting details) and turns
+    their output into claim records (:func:`figures.records.synthetic_records`).
 
     Returns:
         Records for S1, S2, S3, S4, R5, R4 (several per id when several scales are stored).
     """
+    from figures.records import synthetic_records
     from synthetic import sweep  # re-layout: synthetic claims judges
 
-    ids = ("S1", "S2", "S3", "S4", "R5")
-    out: list[claims.Claim] = []
     verdicts = sweep.evaluate_claims(table) if len(table) else pd.DataFrame()
     details = sweep.claim_details(table) if len(table) else pd.DataFrame()
-    for cid in ids:
-        cmd = command_for(cid, results=results, scale=scale)
-        rows = verdicts[verdicts["claim"] == cid] if len(verdicts) else verdicts
-        rows = rows[rows["verdict"] != "no data"] if len(rows) else rows
-        if len(rows) == 0:
-            out.append(claims.not_run(cid, cmd, notes="no stored synthetic results for this claim's grid"))
-            continue
-        recs = []
-        for _, v in rows.iterrows():
-            grid = str(v["grid"])
-            sel = table[table["grid"].astype(str) == grid] if grid and "grid" in table.columns else table
-            d = details[(details["claim"] == cid) & ((details["grid"] == grid) if "grid" in details.columns else True)]
-            ev = []
-            for _, r in d.iterrows():
-                label = ", ".join(f"{c}={r[c]}" for c in ("method", "beta", "normalization", "encoder", "batch_size",
-                                                          "positives") if c in r.index and pd.notna(r[c]))
-                for m in ("etf_mean", "within_class_variation"):
-                    if f"{m}_mean" in r.index and pd.notna(r[f"{m}_mean"]):
-                        sd = r.get(f"{m}_std")
-                        ev.append(claims.Evidence(f"{m} [{label}]" if label else m, float(r[f"{m}_mean"]),
-                                                  None if pd.isna(sd) else float(sd), "" if pd.isna(sd) else "std",
-                                                  n=int(r["n_seeds"])))
-            grid_scale = _grid_scale(grid)
-            recs.append((grid_scale != scale, claims.Claim(
-                cid, _VERDICTS.get(str(v["verdict"]), "NOT RUN"), tuple(ev),
-                setting=_setting_of(sel, grid), command=command_for(cid, results=results, scale=grid_scale),
-                criterion=_CRITERIA.get(cid, ""), figures=_SYN_FIGURES.get(cid, ()),
-                notes=str(v["measured"]))))
-        out += [r for _, r in sorted(recs, key=lambda x: x[0])]
-    out.append(claims.not_run("R4", command_for("R4", results=results, scale=scale),
-                              notes="no near-NC-initialisation grid yet"))
-    return out
-
-
-_CRITERIA = {
-    "S1": "every SCL/HSCL setting with ball/sphere normalisation is NC (final seed-mean etf_mean < 0.05 "
-          "and within_class_variation < 0.1)",
-    "S2": "every UCL label-positive setting is NC and every noise-positive setting is not",
-    "S3": "per setting, HUCL etf_mean grows with beta (Spearman > 0.5, largest vs smallest beta by > 2 pooled "
-          "std) and no HUCL setting is NC",
-    "S4": "no setting without normalisation is NC and every run is dimensionally collapsed "
-          "(log(sigma_min/sigma_max) < log 1e-4)",
-    "R5": "every batch size >= 64 is NC and batch size 32 is not (or clearly worse)",
-}
+    return synthetic_records(table, verdicts, details, results=results, scale=scale)
 
 
 # --------------------------------------------------------------------------------------------

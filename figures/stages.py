@@ -27,16 +27,15 @@ from __future__ import annotations
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import pandas as pd
 
-from figures import inputs, judges, registry, sources
-from figures.cache import FORMAT, StageCache, atomic_write_bytes, frame_digest, source_key
-from figures.progress import Progress
-from figures.registry import FigureSpec
+from figures import inputs, records, sources
+from figures.cache import StageCache
+from figures.context import Context, FigureResult, Stage, StageResult
+from figures.render import RenderStage, ReportStage, figure_key, render_figure
 
 __all__ = [
     "FigureResult",
@@ -52,117 +51,10 @@ __all__ = [
     "default_stages",
     "run_stages",
     "render_figure",
+    "figure_key",
 ]
 
 claims = sources.claims
-
-
-@dataclass
-class FigureResult:
-    """What happened to one figure: ``status`` is ``"rendered"``, ``"not available"`` or ``"failed"``."""
-
-    id: str
-    title: str
-    claims: tuple[str, ...]
-    status: str
-    reason: str = ""
-    produce: str = ""
-    files: dict[str, str] = field(default_factory=dict)
-    seconds: float = 0.0
-    description: str = ""
-    style_note: str = ""
-    reused: bool = False
-
-
-@dataclass
-class StageResult:
-    """One stage's outcome: ``status`` ``"ok"`` or ``"failed"``; ``detail`` a one-line summary."""
-
-    name: str
-    status: str
-    seconds: float
-    detail: str = ""
-    error: str = ""
-
-
-@dataclass
-class Context:
-    """Everything the stages share.
-
-    Args:
-        scale: ``"quick"``, ``"default"`` or ``"paper"``.
-        results: the results folder (read; the cache lives in ``results/cache/figures``).
-        out: the output folder of figures and report.
-        figures: the selected figures.
-        jobs: worker processes for rendering (1 = in this process).
-        scheduler: dask scheduler address for stages that train (recorded; see ``--help``).
-        seed: seed of the theory checks and producers.
-        refresh: ignore cached results (recompute and overwrite them).
-        progress: the progress display.
-        argv: the command line, for the report.
-    """
-
-    scale: str
-    results: Path
-    out: Path
-    figures: list[FigureSpec]
-    jobs: int = 1
-    scheduler: str | None = None
-    seed: int = 0
-    refresh: bool = False
-    progress: Progress | None = None
-    argv: Sequence[str] = ()
-    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
-    records: list[Any] = field(default_factory=list)
-    rendered: list[FigureResult] = field(default_factory=list)
-    stages: list[StageResult] = field(default_factory=list)
-    report_paths: dict[str, Path] = field(default_factory=dict)
-    started: float = field(default_factory=time.perf_counter)
-
-    def __post_init__(self) -> None:
-        if self.scale not in sources.SCALES:
-            raise ValueError(f"scale must be one of {sources.SCALES}, got {self.scale!r}")
-        if isinstance(self.jobs, bool) or not isinstance(self.jobs, int) or self.jobs < 1:
-            raise ValueError(f"jobs must be a positive integer, got {self.jobs!r}")
-        self.results = Path(self.results)
-        self.out = Path(self.out)
-        if self.progress is None:
-            self.progress = Progress(0, quiet=True)
-
-    def needs(self, table: str) -> bool:
-        """True when a selected figure reads ``table``."""
-        return any(table in s.table_names for s in self.figures)
-
-    @property
-    def cache_root(self) -> Path:
-        """``<results>/cache/figures``."""
-        return self.results / "cache" / "figures"
-
-    def cache(self, stage: str, package: str = "theory") -> StageCache:
-        """The cache of ``stage``, keyed by the scale, the seed and the sources of ``package``."""
-        key = source_key(sources.source_paths(package), self.scale, str(self.seed), FORMAT)
-        return StageCache(self.cache_root, stage, self.scale, key, enabled=not self.refresh)
-
-    def add(self, records: Sequence[Any]) -> None:
-        """Add claim records."""
-        self.records.extend(records)
-
-    def tick(self, what: str = "") -> None:
-        """One unit done."""
-        assert self.progress is not None
-        self.progress.advance(1, what)
-
-
-class Stage(Protocol):
-    """The stage interface."""
-
-    name: str
-
-    def units(self, ctx: Context) -> int:
-        """Progress units of the stage."""
-
-    def run(self, ctx: Context) -> str:
-        """Run; return a one-line summary; raise on failure."""
 
 
 TableProducer = Callable[[str, int], pd.DataFrame]
@@ -264,7 +156,7 @@ class WeinceStage:
 
     Args:
         noise_floor: ``noise_floor(scale, seed) -> DataFrame`` (default :func:`sources.noise_floor_table`).
-        judge_w5: ``judge_w5(table, scale=..., results=...) -> Claim`` (default :func:`figures.judges.w5_claim`).
+        judge_w5: ``judge_w5(table, scale=..., results=...) -> Claim`` (default :func:`figures.records.w5_claim`).
         pot: ``pot(scores, source=...) -> dict of tables`` (default :func:`sources.pot_tables`).
         link: ``link(candidates, source=...) -> dict of tables`` (default :func:`sources.link_tables`).
     """
@@ -276,7 +168,7 @@ class WeinceStage:
     def __init__(self, noise_floor: TableProducer | None = None, judge_w5: Callable[..., Any] | None = None,
                  pot: Callable[..., dict] | None = None, link: Callable[..., dict] | None = None) -> None:
         self.noise_floor = noise_floor or (lambda scale, seed: sources.noise_floor_table(scale))
-        self.judge_w5 = judge_w5 or judges.w5_claim
+        self.judge_w5 = judge_w5 or records.w5_claim
         self.pot = pot or sources.pot_tables
         self.link = link or sources.link_tables
 
@@ -343,121 +235,6 @@ class PickupStage:
         return f"{n_claims} claim records from {cdir}, tables {names or 'none'} from {tdir}"
 
 
-def _figure_code() -> list[Path]:
-    pkg = Path(registry.__file__).resolve().parent
-    return sorted(pkg.glob("fig_*.py")) + [pkg / "style.py", pkg / "frames.py", pkg / "registry.py"]
-
-
-def figure_key(spec: FigureSpec, tables: Mapping[str, pd.DataFrame]) -> str:
-    """Digest of what a figure's files depend on: the figure code, its options and input tables."""
-    parts = [spec.id, repr(sorted(spec.options.items())), FORMAT]
-    parts += [f"{n}:{frame_digest(tables[n])}" for n in spec.table_names if n in tables]
-    return source_key(_figure_code(), *parts)
-
-
-def render_figure(spec: FigureSpec, tables: Mapping[str, pd.DataFrame], out: Path, *,
-                  reuse: bool = False) -> FigureResult:
-    """Render and save one figure, or report it not available; never raises for a figure's fault.
-
-    Args:
-        spec: the figure.
-        tables: the available tables.
-        out: the output folder.
-        reuse: keep the figure's files when they exist and were written from the same code, options
-            and input tables (recorded in ``out/.<id>.key``); otherwise render.
-
-    Returns:
-        The :class:`FigureResult`.
-    """
-    from figures import style
-
-    base = dict(id=spec.id, title=spec.title, claims=spec.claims, description=spec.description,
-                style_note=spec.style_note)
-    files = {fmt: out / f"{spec.id}.{fmt}" for fmt in ("png", "pdf")}
-    key_file = out / f".{spec.id}.key"
-    avail = registry.availability(spec, tables)
-    if not avail.ok:
-        if key_file.is_file():  # files this job wrote earlier, from data that is gone: remove them
-            for p in (*files.values(), key_file):
-                p.unlink(missing_ok=True)
-        return FigureResult(status="not available", reason=avail.reason, produce=spec.produce, **base)
-    t0 = time.perf_counter()
-    try:
-        key = figure_key(spec, tables)
-        if reuse and key_file.is_file() and key_file.read_text() == key and all(p.is_file() for p in files.values()):
-            return FigureResult(status="rendered", files={k: str(v) for k, v in files.items()},
-                                seconds=time.perf_counter() - t0, reused=True, **base)
-        key_file.unlink(missing_ok=True)
-        fig = spec.build(tables)
-        paths = style.save_figure(fig, out, spec.id)
-        atomic_write_bytes(key_file, key.encode())
-    except Exception as exc:  # noqa: BLE001 - a failing figure is reported, the others still render
-        return FigureResult(status="failed", reason=f"{type(exc).__name__}: {exc}",
-                            produce=spec.produce, seconds=time.perf_counter() - t0,
-                            **base)
-    return FigureResult(status="rendered", files={k: str(v) for k, v in paths.items()},
-                        seconds=time.perf_counter() - t0, **base)
-
-
-def _render_by_id(figure_id: str, tables: dict[str, pd.DataFrame], out: str, reuse: bool) -> FigureResult:
-    return render_figure(registry.get(figure_id), tables, Path(out), reuse=reuse)
-
-
-class RenderStage:
-    """Render every selected figure (in ``jobs`` worker processes when ``jobs > 1``).
-
-    A figure whose code, options and input tables are unchanged since its files were written keeps
-    them (unless ``--refresh``); the files of a figure that is no longer available are removed.
-    """
-
-    name = "render"
-
-    def units(self, ctx: Context) -> int:
-        return len(ctx.figures)
-
-    def run(self, ctx: Context) -> str:
-        ctx.out.mkdir(parents=True, exist_ok=True)
-        results: dict[str, FigureResult] = {}
-        if ctx.jobs > 1 and len(ctx.figures) > 1:
-            from joblib import Parallel, delayed
-
-            tasks = (delayed(_render_by_id)(s.id, {k: ctx.tables[k] for k in s.table_names if k in ctx.tables},
-                                            str(ctx.out), not ctx.refresh) for s in ctx.figures)
-            for r in Parallel(n_jobs=ctx.jobs, return_as="generator_unordered")(tasks):
-                results[r.id] = r
-                ctx.tick(r.id)
-        else:
-            for s in ctx.figures:
-                r = render_figure(s, ctx.tables, ctx.out, reuse=not ctx.refresh)
-                results[r.id] = r
-                ctx.tick(r.id)
-        ctx.rendered = [results[s.id] for s in ctx.figures]
-        counts = {k: sum(r.status == k for r in ctx.rendered) for k in ("rendered", "not available", "failed")}
-        failed = [r.id for r in ctx.rendered if r.status == "failed"]
-        if failed:
-            raise RuntimeError(f"figures failed to render: {', '.join(failed)} "
-                               f"({counts['rendered']} rendered, {counts['not available']} not available)")
-        reused = sum(r.reused for r in ctx.rendered)
-        return (f"{counts['rendered']} rendered ({reused} unchanged, files kept), "
-                f"{counts['not available']} not available")
-
-
-class ReportStage:
-    """Write ``report.md`` and ``report.html`` into the output folder."""
-
-    name = "report"
-
-    def units(self, ctx: Context) -> int:
-        return 1
-
-    def run(self, ctx: Context) -> str:
-        from figures import report
-
-        ctx.report_paths = report.write_report(ctx)
-        ctx.tick("report")
-        return f"{ctx.report_paths['html']}"
-
-
 def default_stages() -> list[Stage]:
     """The stages of ``python -m figures`` in order."""
     return [TheoryStage(), SyntheticStage(), WeinceStage(), PickupStage(), RenderStage(), ReportStage()]
@@ -512,4 +289,3 @@ def wall_times(ctx: Context) -> dict[str, float]:
     out = {s.name: s.seconds for s in ctx.stages}
     out["total"] = time.perf_counter() - ctx.started
     return out
-

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from figures import commands, judges, registry, sources
+from figures import commands, records, registry, sources
 from figures.sources import claims
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,7 +43,7 @@ def _nf(ratio=1.0, softmax_rel=0.0, above=True):
     (_nf().iloc[0:0], V.NOT_RUN),
 ])
 def test_w5_verdict_on_hand_made_tables(table, verdict):
-    rec = judges.w5_claim(table, scale="quick", results="R")
+    rec = records.w5_claim(table, scale="quick", results="R")
     assert rec.verdict == verdict
     assert rec.command == "python -m figures --only noise_floor --scale quick"
     if verdict != V.NOT_RUN:
@@ -53,7 +53,7 @@ def test_w5_verdict_on_hand_made_tables(table, verdict):
 
 def test_w5_rejects_a_table_without_the_columns():
     with pytest.raises(ValueError, match="columns"):
-        judges.w5_claim(pd.DataFrame({"n": [1]}))
+        records.w5_claim(pd.DataFrame({"n": [1]}))
 
 
 def test_command_for_every_catalogue_id():
@@ -65,7 +65,7 @@ def test_command_for_every_catalogue_id():
         "python -m synthetic sweep s1_scl_hscl_nc --results RES/synthetic")
     assert commands.command_for("T1", scale="quick") == "python -m theory --quick"
     with pytest.raises(ValueError, match="scale"):
-        commands.command_for("T1", scale="big")
+        commands.command_for("T1", scale="a b")
     with pytest.raises(ValueError, match="claim_id"):
         commands.command_for("T9")
 
