@@ -63,11 +63,12 @@ def render(tables: dict[str, pd.DataFrame], family: str = "SCL", where: dict | N
     pos = rows["within_class_variation"].astype(float)
     pos = pos[pos > 0]
     if len(pos) and pos.max() / pos.min() > 100:
-        ax.set_yscale("symlog", linthresh=float(max(pos.min(), 1e-8)))
+        lin = float(max(pos.min(), 1e-8))
+        ax.set_yscale("symlog", linthresh=lin)
+        ax.set_ylim(bottom=-0.3 * lin)  # keeps the dashed ideal line at 0 visible above the frame
     elif v.size:
         ax.set_ylim(-0.05 * max(float(np.nanmax(v)), 1e-12), None)
-    style.finish_axes(ax, xlabel="epoch", ylabel="mean ‖z − μ_c‖ (within-class variation)",
-                      loc="upper right")
+    style.finish_axes(ax, xlabel="epoch", ylabel="mean ‖z − μ_c‖ (within-class variation)", loc="best")
     fig.suptitle(f"Within-class Variation Collapse, {frames.family_name(family)}")
     style.note(fig, "seed mean ± std; " + frames.setting_text(rows, setting))
     return fig

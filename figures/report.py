@@ -171,6 +171,11 @@ def _rendered(f: Any) -> bool:
     return not isinstance(f, str) and f.status == "rendered"
 
 
+def _fig_status(f: Any) -> str:
+    """``"not available"``, ``"failed"`` or, for a figure this run did not select, ``"not rendered in this run"``."""
+    return "not rendered in this run" if isinstance(f, str) else f.status
+
+
 def _style_text(note: str) -> str:
     return f"reproduced in the style of the authors' notebooks ({note})" if note else ""
 
@@ -200,7 +205,7 @@ def render_markdown(rows: list[ClaimRow], ctx: Any, env: dict[str, str]) -> str:
         ev_text = "; ".join(ev[:_EVIDENCE_SHOWN]) + (f"; … {len(ev) - _EVIDENCE_SHOWN} more" if len(ev) > _EVIDENCE_SHOWN else "")
         if rec.notes:
             ev_text = (ev_text + "; " if ev_text else "") + rec.notes
-        figs = ", ".join(f"[{_fig_id(f)}]({_fig_id(f)}.png)" if _rendered(f) else f"{_fig_id(f)} (not available)"
+        figs = ", ".join(f"[{_fig_id(f)}]({_fig_id(f)}.png)" if _rendered(f) else f"{_fig_id(f)} ({_fig_status(f)})"
                          for f in r.figures)
         extra = "".join(f" · also: {o.verdict.value} ({_md(_setting(o))})" for o in r.others)
         out.append(f"| {r.id} | {_md(rec.statement)} | **{rec.verdict.value}**{_md(extra)} | {_md(ev_text) or '—'} | "
@@ -328,7 +333,7 @@ def render_html(rows: list[ClaimRow], ctx: Any, env: dict[str, str]) -> str:
                 figs.append(f'<a href="#fig-{_e(fid)}" title="{_e(f.title)}"><img alt="{_e(fid)}" '
                             f'src="{thumbs[fid]}"></a>')
             else:
-                figs.append(f'<div class="na">{_e(fid)} (not available)</div>')
+                figs.append(f'<div class="na">{_e(fid)} ({_e(_fig_status(f))})</div>')
         others = "".join(f"<div>also: {_verdict_badge(o.verdict)} <span class='na'>{_e(_setting(o))}</span></div>"
                          for o in r.others)
         h.append(f'<tr id="claim-{_e(r.id)}"><td><strong>{_e(r.id)}</strong></td><td>{_e(rec.statement)}</td>'

@@ -67,6 +67,7 @@ def test_report_lists_every_claim_exactly_once_and_its_images_exist(ctx):
     assert "REPRODUCED" in s1 and "also: PARTLY" in s1
     assert "pot_exceedances (not available)" in md and "pot_exceedances" in md.split("## Figures not produced")[1]
     assert "[near_nc_init](near_nc_init.png)" in md
+    assert "spectrum_scl (not rendered in this run)" in md  # not selected, not "not available"
 
 
 class _Collector(HTMLParser):
