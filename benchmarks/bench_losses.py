@@ -5,7 +5,7 @@ Run: ``python -m benchmarks.bench_losses [--batch 512 --dim 99 --classes 100 --n
 Prints, from one run (interleaved repeats, medians), the forward+backward time of
 
 * ``floor``: a bare similarity matmul ``(z @ z.T).sum()`` -- no estimator can beat it;
-* ``expectation``: :func:`theory.losses.contrastive_loss` with the exact tilted expectation;
+* ``expectation``: :func:`theory.hcl.contrastive_loss` with the exact tilted expectation;
 * ``sampled``: the same with K sampled negatives per (anchor, positive) pair;
 * ``loop-expectation`` / ``loop-sampled``: per-anchor Python-loop baselines of the same
   estimators, structured like the authors' code (per anchor: build masks, weights, sample with
@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from theory.geometry import normalize
-from theory.losses import contrastive_loss
+from theory.hcl import contrastive_loss
 
 
 def loop_loss(z, labels, *, beta, K, sampled, rng=None):

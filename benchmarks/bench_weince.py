@@ -5,7 +5,7 @@ Run: ``python -m benchmarks.bench_weince [--pairs 256 --dim 64 --threads 2 --rep
 Prints, from one run (repeats interleaved across methods, medians):
 
 1. the loss alone, forward + backward, at ``2N = 512`` anchors, ``d = 64``:
-   ``info_nce`` (:func:`theory.losses.info_nce`), ``weince`` (:func:`theory.weince.weince_loss`,
+   ``info_nce`` (:func:`theory.infonce.info_nce`), ``weince`` (:func:`theory.weince.weince_loss`,
    core recipe), ``weince-released`` (with the §2.8 auxiliary terms) and ``naive`` (a
    straightforward implementation: masked ``torch.topk``, unfused autograd logits) -- target
    ``weince / info_nce <= 2.0``;
@@ -22,7 +22,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from theory.losses import info_nce, two_view_candidates
+from theory.infonce import info_nce, two_view_candidates
 from theory.weince import WeibullBetaState, tail_size, weince_loss
 
 

@@ -9,7 +9,7 @@ Modules (imports flow ``theory <- synthetic``):
 * ``synthetic.models``: free features, linear and MLP encoders with none/ball/sphere
   normalisation, and their stacked (leading run dimension) versions.
 * ``synthetic.train``: ``train_run(config) -> DataFrame``, one row per recorded epoch with the
-  collapse metrics of ``theory.collapse`` and the gap to the closed forms of ``theory.bounds``.
+  collapse metrics of ``theory.collapse`` and the gap to the closed forms of ``theory.hcl``.
 * ``synthetic.stacked``: ``train_stacked(configs)``, R runs in one tensor program, equal to R
   ``train_run`` calls; ``stack_groups`` partitions a sweep into stackable groups.
 * ``synthetic.sweep`` / ``synthetic.store`` / ``python -m synthetic``: resumable sweeps over TOML

@@ -11,7 +11,9 @@ the config once those are resolved).
 
 The design of the synthetic study is the project's own (spec/hcl.md §4, "setup [unconfirmed]");
 defaults follow the authors' code where it has one (mean-form InfoNCE, tau = 1, K = 256, Adam
-lr 1e-3, weight decay 0, d = C - 1; spec/hcl.md §5.2-§5.3).
+lr 1e-3, weight decay 0, d = C - 1; spec/hcl.md §5.2-§5.3). The method table, the option literals
+and the loss defaults come from :mod:`theory.options` (the single source); this module adds the
+synthetic-only choices (positives, encoders, centres, dtypes).
 """
 
 from __future__ import annotations
@@ -23,13 +25,19 @@ import math
 from dataclasses import dataclass, fields
 from typing import Any
 
+from theory.options import (
+    ESTIMATORS,
+    HCL_METHODS,
+    HCL_TAU,
+    MARGIN,
+    METHODS,
+    NORMALIZATIONS,
+    NUM_NEGATIVES,
+    PSI_FORMS,
+    TWO_VIEW_METHODS,
+)
+
 __all__ = [
-    "METHODS",
-    "CONTRASTIVE_METHODS",
-    "TWO_VIEW_METHODS",
-    "PSI_FORMS",
-    "ESTIMATORS",
-    "NORMALIZATIONS",
     "POSITIVES",
     "ENCODERS",
     "CENTRES",
@@ -37,19 +45,6 @@ __all__ = [
     "RunConfig",
 ]
 
-#: SCL family (theory.losses.contrastive_loss) -> (setting, beta must be > 0).
-CONTRASTIVE_METHODS = {
-    "SCL": ("supervised", False),
-    "HSCL": ("supervised", True),
-    "UCL": ("unsupervised", False),
-    "HUCL": ("unsupervised", True),
-}
-#: Two-view (anchor, positive) losses: theory.losses.info_nce and theory.weince.weince_loss.
-TWO_VIEW_METHODS = ("InfoNCE", "WeiNCE")
-METHODS = tuple(CONTRASTIVE_METHODS) + TWO_VIEW_METHODS
-PSI_FORMS = ("mean", "sum", "triplet")
-ESTIMATORS = ("expectation", "sampled")
-NORMALIZATIONS = ("none", "ball", "sphere")
 POSITIVES = ("label", "noise")
 ENCODERS = ("free", "linear", "mlp")
 CENTRES = ("random", "orthogonal")
@@ -69,8 +64,9 @@ class RunConfig:
     """One synthetic run: data, encoder, loss, optimiser, seed.
 
     Attributes:
-        method: ``"SCL"``, ``"HSCL"``, ``"UCL"``, ``"HUCL"`` (spec/hcl.md §2.5, via
-            ``theory.losses.contrastive_loss``), ``"InfoNCE"`` or ``"WeiNCE"`` (two views).
+        method: a :data:`theory.options.METHODS` name: ``"SCL"``, ``"HSCL"``, ``"UCL"``,
+            ``"HUCL"`` (spec/hcl.md §2.5, via ``theory.hcl.contrastive_loss``), ``"InfoNCE"`` or
+            ``"WeiNCE"`` (two views).
         beta: hardness of the tilt ``exp(beta z.z')``; 0 for SCL/UCL/InfoNCE/WeiNCE, > 0 for
             HSCL/HUCL.
         tau: temperature > 0 (psi is applied to ``t / tau``; authors: 1).
@@ -108,11 +104,11 @@ class RunConfig:
 
     method: str = "SCL"
     beta: float = 0.0
-    tau: float = 1.0
+    tau: float = HCL_TAU
     psi: str = "mean"
-    margin: float = 1.0
+    margin: float = MARGIN
     estimator: str = "expectation"
-    num_negatives: int = 256
+    num_negatives: int = NUM_NEGATIVES
     batch_size: int | None = 0
     lr: float = 1e-3
     weight_decay: float = 0.0
@@ -190,8 +186,8 @@ class RunConfig:
             raise ValueError(f"d must be None (= num_classes - 1) or an integer >= 1, got {self.d!r}")
         if not isinstance(self.record_means, bool):
             raise ValueError(f"record_means must be a bool, got {self.record_means!r}")
-        if self.method in CONTRASTIVE_METHODS:
-            needs_beta = CONTRASTIVE_METHODS[self.method][1]
+        if self.method in HCL_METHODS:
+            needs_beta = METHODS[self.method].hard
             if needs_beta and not self.beta > 0:
                 raise ValueError(f"beta must be > 0 for method {self.method!r}, got {self.beta}")
             if not needs_beta and self.beta != 0:
@@ -229,8 +225,7 @@ class RunConfig:
     @property
     def setting(self) -> str | None:
         """``"supervised"`` / ``"unsupervised"`` for the SCL family, None for two-view losses."""
-        entry = CONTRASTIVE_METHODS.get(self.method)
-        return entry[0] if entry else None
+        return METHODS[self.method].setting
 
     @property
     def torch_dtype(self):
@@ -289,7 +284,7 @@ class RunConfig:
           is taken).
         """
         out = self.to_dict()
-        contrastive = self.method in CONTRASTIVE_METHODS
+        contrastive = self.method in HCL_METHODS
         if not contrastive:
             for k in ("psi", "estimator", "num_negatives", "margin"):
                 out[k] = None

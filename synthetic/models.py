@@ -28,7 +28,9 @@ import math
 import torch
 from torch import nn
 
-from theory.geometry import NORMALIZATIONS, Normalize, normalize
+from theory.geometry import Normalize, normalize
+from theory.options import NORMALIZATIONS
+from theory.validation import one_of
 
 __all__ = [
     "FreeFeatures",
@@ -129,8 +131,7 @@ class ContrastiveModel(nn.Module):
 
     def __init__(self, backbone: nn.Module, normalization: str = "ball") -> None:
         super().__init__()
-        if normalization not in NORMALIZATIONS:
-            raise ValueError(f"normalization must be one of {NORMALIZATIONS}, got {normalization!r}")
+        one_of("normalization", normalization, NORMALIZATIONS)
         self.backbone = backbone
         self.norm = Normalize(normalization)
 
@@ -215,10 +216,8 @@ class StackedModel(nn.Module):
 
     def __init__(self, backbone: nn.Module, normalization: str) -> None:
         super().__init__()
-        if normalization not in NORMALIZATIONS:
-            raise ValueError(f"normalization must be one of {NORMALIZATIONS}, got {normalization!r}")
+        self.normalization = one_of("normalization", normalization, NORMALIZATIONS)
         self.backbone = backbone
-        self.normalization = normalization
 
     @property
     def is_free(self) -> bool:
@@ -244,9 +243,9 @@ def stack_models(models: list[ContrastiveModel]) -> StackedModel:
     if not models:
         raise ValueError("models must be a non-empty list")
     kinds = {type(m.backbone) for m in models}
-    modes = {m.norm.mode for m in models}
-    if len(kinds) != 1 or len(modes) != 1:
-        raise ValueError(f"models must share one encoder type and normalisation, got {kinds} / {modes}")
+    normalizations = {m.norm.normalization for m in models}
+    if len(kinds) != 1 or len(normalizations) != 1:
+        raise ValueError(f"models must share one encoder type and normalisation, got {kinds} / {normalizations}")
     shapes = {tuple(tuple(p.shape) for p in m.parameters()) for m in models}
     if len(shapes) != 1:
         raise ValueError(f"models must have identical parameter shapes, got {shapes}")
@@ -263,4 +262,4 @@ def stack_models(models: list[ContrastiveModel]) -> StackedModel:
         )
     else:
         raise ValueError(f"unsupported encoder type {kind.__name__}")
-    return StackedModel(bb, modes.pop())
+    return StackedModel(bb, normalizations.pop())

@@ -18,7 +18,7 @@ Loss paths:
 
 * fast path (one batched program): SCL/HSCL/UCL/HUCL with ``estimator="expectation"`` and
   ``psi`` ``"mean"`` or ``"sum"``, label or noise positives. Same maths as
-  ``theory.losses.contrastive_loss``: ``m_i = LSE_{n allowed}((beta S'_in + S_in / tau)) -
+  ``theory.hcl.contrastive_loss``: ``m_i = LSE_{n allowed}((beta S'_in + S_in / tau)) -
   LSE_{n allowed}(beta S'_in)`` (``S'`` detached: the tilt weights carry no gradient), per pair
   ``softplus(m_i + shift - S_ij / tau)``, averaged over the P_r pairs of run r.
 * fallback (batched encoder, per-run loss): the sampled estimator, the triplet psi, InfoNCE and
@@ -38,7 +38,7 @@ import torch
 import torch.nn.functional as F
 
 from synthetic import train as _train
-from synthetic.config import CONTRASTIVE_METHODS, RunConfig
+from synthetic.config import RunConfig
 from synthetic.data import make_data, noise_like, run_generators, stream_seed
 from synthetic.models import (
     ContrastiveModel,
@@ -49,6 +49,8 @@ from synthetic.models import (
     stack_models,
 )
 from theory.geometry import normalize
+from theory.options import HCL_METHODS, SETTINGS
+from theory.validation import one_of
 
 __all__ = ["VARYING_FIELDS", "stack_key", "stackable", "stack_groups", "train_stacked", "stacked_contrastive_loss"]
 
@@ -120,7 +122,7 @@ def stacked_contrastive_loss(
 ) -> torch.Tensor:
     """Per-run SCL/HSCL/UCL/HUCL batch losses, exact (expectation) estimator, mean/sum psi.
 
-    The batched twin of ``theory.losses.contrastive_loss(..., estimator="expectation")``
+    The batched twin of ``theory.hcl.contrastive_loss(..., estimator="expectation")``
     (spec/hcl.md §2.5) with unsupervised ``self_negative=True``:
     ``L_r = (1/P_r) sum_{(i,j) pos} softplus(m_ri + shift - S_rij / tau)``,
     ``m_ri = log sum_n q_ri(n) exp(S_rin / tau)``, ``q_ri(n) ∝ exp(beta_r S_rin)`` (detached) over the
@@ -133,8 +135,7 @@ def stacked_contrastive_loss(
         ValueError: bad option/shape, a run without any pair, or an anchor with a pair and no
             negative.
     """
-    if setting not in ("supervised", "unsupervised"):
-        raise ValueError(f"setting must be 'supervised' or 'unsupervised', got {setting!r}")
+    one_of("setting", setting, SETTINGS)
     if psi not in ("mean", "sum"):
         raise ValueError(f"psi must be 'mean' or 'sum' on the stacked fast path, got {psi!r}")
     if not float(tau) > 0:
@@ -171,9 +172,9 @@ def stacked_contrastive_loss(
 class _FusedContrastive(torch.autograd.Function):
     """Forward and hand-written backward of :func:`stacked_contrastive_loss` (fewer passes).
 
-    The run-batched twin of ``theory.losses._ExpectedPsi`` (the single-run fused expectation
+    The run-batched twin of ``theory.hcl._expectation._ExpectedPsi`` (the single-run fused expectation
     loss): the same maths on ``(R, B, B)`` blocks with a per-run ``beta`` and per-run pair counts,
-    differentiated w.r.t. ``z`` instead of ``S``. Kept separate because ``theory.losses`` offers
+    differentiated w.r.t. ``z`` instead of ``S``. Kept separate because ``theory.hcl`` offers
     no run-batched entry point (one ``contrastive_loss`` call per run would cost R Python-level
     loss programs per step, which is what stacking removes); it is tested against
     ``contrastive_loss`` run by run, values and gradients (tests/synthetic/test_stacked.py).
@@ -247,7 +248,7 @@ class _RunView:
 
 
 def _fast_path(config: RunConfig, estimator: str) -> bool:
-    return config.method in CONTRASTIVE_METHODS and estimator == "expectation" and config.psi in ("mean", "sum")
+    return config.method in HCL_METHODS and estimator == "expectation" and config.psi in ("mean", "sum")
 
 
 def _stacked_batch_loss(configs, smodel, X, Y, datas, idx, gens, betas, estimator=None, active=None) -> torch.Tensor:
@@ -312,7 +313,7 @@ def _stacked_metrics(configs, smodel, X, Y, datas, optima, optima_full):
     N = cfg.num_train
     device = Y.device
     with torch.no_grad():
-        two = not (cfg.method in CONTRASTIVE_METHODS and cfg.positives == "label")
+        two = not (cfg.method in HCL_METHODS and cfg.positives == "label")
         if N * (2 if two else 1) <= _train.FULL_LOSS_MAX:
             gens = []
             for c in configs:

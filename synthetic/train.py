@@ -16,7 +16,7 @@ order. Mini-batches: a fresh permutation per epoch (``"order"`` stream), ``N // 
 **How each method consumes the data** (per step, on the batch ``idx`` with labels ``y``):
 
 * SCL/HSCL/UCL/HUCL, ``positives="label"``: the authors' batched loss,
-  ``theory.losses.contrastive_loss(z, y, setting=..., self_positive=True)``: every same-label batch
+  ``theory.hcl.contrastive_loss(z, y, setting=..., self_positive=True)``: every same-label batch
   member, the anchor included, is a positive (spec/hcl.md §2.5).
 * SCL/HSCL/UCL/HUCL, ``positives="noise"``: the 2B embeddings ``cat(f(x), f(x + noise))`` with
   labels ``cat(y, y)`` and ``positive_groups = cat(arange(B), arange(B))``, ``self_positive=False``:
@@ -26,7 +26,7 @@ order. Mini-batches: a fresh permutation per epoch (``"order"`` stream), ``N // 
 * InfoNCE/WeiNCE: two views ``(z1, z2)``: ``z1 = f(x_idx)``, ``z2`` = a uniformly random other
   sample of the same class from the whole training set (``"label"``,
   :func:`synthetic.data.same_class_partners`) or ``f(x_idx + noise)`` (``"noise"``);
-  ``theory.losses.info_nce(z1, z2, tau)`` /
+  ``theory.infonce.info_nce(z1, z2, tau)`` /
   ``theory.weince.weince_loss(z1, z2, tau=tau, recipe="core")``. Both use cosine similarities
   (SimCLR's NT-Xent; WeiNCE needs ``s <= 1``), so WeiNCE with ``lambda = 0`` is exactly InfoNCE;
   the config's ``normalization`` still defines the embeddings on which the metrics are computed.
@@ -85,9 +85,11 @@ import numpy as np
 import pandas as pd
 import torch
 
-from synthetic.config import CONTRASTIVE_METHODS, RunConfig
+from synthetic.config import RunConfig
 from synthetic.data import make_data, noise_like, run_generators, same_class_partners, stream_seed
 from synthetic.models import build_model
+from theory.options import ESTIMATORS, HCL_METHODS
+from theory.validation import one_of
 
 __all__ = [
     "METRIC_COLUMNS",
@@ -149,30 +151,29 @@ def closed_form_optimum(config: RunConfig, estimator: str | None = None) -> floa
       ``d < C - 1`` (no simplex ETF exists in ``R^d``; the value is then a bound that NC cannot
       attain).
 
-    Computed by ``theory.bounds`` (``scl_optimum``, ``ucl_optimum``, ``plugin_value``).
+    Computed by ``theory.hcl`` (``scl_optimum``, ``ucl_optimum``, ``plugin_value``).
 
     Args:
         config: the run.
         estimator: override ``config.estimator`` (``"expectation"`` or ``"sampled"``).
     """
     est = config.estimator if estimator is None else estimator
-    if est not in ("expectation", "sampled"):
-        raise ValueError(f"estimator must be 'expectation' or 'sampled', got {est!r}")
+    one_of("estimator", est, ESTIMATORS)
     if (
-        config.method not in CONTRASTIVE_METHODS
+        config.method not in HCL_METHODS
         or config.normalization == "none"
         or config.embed_dim < config.num_classes - 1
     ):
         return float("nan")
-    from theory import bounds
+    from theory.hcl import plugin_value, scl_optimum, ucl_optimum
 
     kw = dict(psi=config.psi, tau=config.tau, num_negatives=config.num_negatives, margin=config.margin)
     C = config.num_classes
-    if CONTRASTIVE_METHODS[config.method][0] == "supervised":
-        return float(bounds.scl_optimum(C, **kw))
+    if config.setting == "supervised":
+        return float(scl_optimum(C, **kw))
     if est == "sampled":
-        return float(bounds.ucl_optimum(C, **kw))
-    return float(bounds.plugin_value(1.0 / C, C, **kw))
+        return float(ucl_optimum(C, **kw))
+    return float(plugin_value(1.0 / C, C, **kw))
 
 
 # ------------------------------------------------------------------------------ metrics
@@ -278,7 +279,7 @@ def _skipped_batches(config: RunConfig, labels: torch.Tensor) -> torch.Tensor:
 
 def _two_view_loss(config: RunConfig, z1: torch.Tensor, z2: torch.Tensor) -> torch.Tensor:
     if config.method == "InfoNCE":
-        from theory.losses import info_nce
+        from theory.infonce import info_nce
 
         return info_nce(z1, z2, tau=config.tau)
     from theory.weince import weince_loss
@@ -299,7 +300,7 @@ def _batch_loss(
     Random draws from ``generator`` in this order: positives' noise (``"noise"``) or partners
     (two-view ``"label"``), then the sampled negatives (inside ``contrastive_loss``).
     """
-    from theory.losses import contrastive_loss
+    from theory.hcl import contrastive_loss
 
     free = config.encoder == "free"
     inputs = (lambda i: i) if free else (lambda i: data.x_train[i])
@@ -308,9 +309,9 @@ def _batch_loss(
     dtype = config.torch_dtype
     device = data.y_train.device
     noise_dim = config.embed_dim if free else config.input_dim
-    if config.method in CONTRASTIVE_METHODS:
+    if config.method in HCL_METHODS:
         kw: dict[str, Any] = dict(
-            setting=CONTRASTIVE_METHODS[config.method][0],
+            setting=config.setting,
             beta=config.beta,
             tau=config.tau,
             psi=config.psi,
@@ -350,7 +351,7 @@ def _row_metrics(config: RunConfig, model, data, optimum: float, optimum_full: f
     with torch.no_grad():
         z, zt = _embed(config, model, data)
         metrics, mu = collapse_metrics(z, data.y_train, config.num_classes, zt, data.y_test)
-        n_eval = data.num_train * (1 if (config.method in CONTRASTIVE_METHODS and config.positives == "label") else 2)
+        n_eval = data.num_train * (1 if (config.method in HCL_METHODS and config.positives == "label") else 2)
         if n_eval <= FULL_LOSS_MAX:
             g = torch.Generator()
             g.manual_seed(stream_seed(config.seed, "eval"))

@@ -220,8 +220,10 @@ class SubCheck:
         instances: how many instances / runs it covers (0 when not meaningful).
         setting: the setting it was tested in (field -> value).
         note: free text (the worst instance, a caveat).
-        severity: how close to failing, as violation / tolerance (> 1 fails); ``None`` when the
-            sub-check is not a tolerance test. Used to pick the "worst" sub-check of a claim.
+        severity: how close to failing, as violation / tolerance (> 1 fails; with a zero
+            tolerance the raw violation, <= 0, when it passes and ``inf`` when it fails); ``None``
+            when the sub-check is not a tolerance test. Used to pick the "worst" sub-check of a
+            claim.
     """
 
     what: str
@@ -271,14 +273,13 @@ class SubCheck:
         tol = _finite_or_nan("tol", tol)
         if not tol >= 0.0:
             raise ValueError(f"tol must be >= 0, got {tol!r}")
+        violation = value if kind == "error" else -value  # > tol fails
         if not math.isfinite(value):
             passed, severity = False, math.inf
-        elif kind == "error":
-            passed = value <= tol
-            severity = value / tol if tol > 0 else (math.inf if value > 0 else 0.0)
         else:
-            passed = value >= -tol
-            severity = -value / tol if tol > 0 else (math.inf if value < 0 else 0.0)
+            passed = violation <= tol
+            # violation / tol; with tol = 0 the raw violation (<= 0, its margin) when it passes
+            severity = violation / tol if tol > 0 else (violation if passed else math.inf)
         label = "max err" if kind == "error" else "min gap"
         ev = (Evidence(label, value, tol, "tol"), *evidence)
         return cls(what, Verdict.PASS if passed else Verdict.FAIL, ev, instances, dict(setting or {}),
@@ -620,5 +621,5 @@ def format_table(claims: Iterable[Claim], *, subchecks: bool = True) -> str:
                 val = f"{e.label} {e.value:.2e}" if e is not None else ""
                 tol = f"tol {e.spread:.0e}" if e is not None and e.spread_kind == "tol" and e.spread is not None else ""
                 note = f"  [{s.note}]" if s.note else ""
-                lines.append(f"  {c.id:6} {s.verdict.value:4}  {val:20} {tol:9} n={s.instances:<8} {s.what}{note}")
+                lines.append(f"  {c.id:6} {s.verdict.value:4}  {val:20} {tol:9}  n={s.instances:<8} {s.what}{note}")
     return "\n".join(lines)

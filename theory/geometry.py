@@ -1,6 +1,7 @@
 """Feature normalisation, the simplex ETF and Gram-matrix helpers.
 
-Notation (DESIGN.md): ``z`` embeddings ``(N, d)``; ``C`` classes; ``d`` embedding dimension.
+Notation (DESIGN.md): ``z`` embeddings ``(N, d)``; ``C`` (``num_classes``) classes; ``d``
+embedding dimension.
 
 References:
     Jiang, Nguyen, Aeron, Ishwar (TMLR 2025), spec/hcl.md §3.1 (simplex ETF, NC) and §5.2
@@ -14,49 +15,22 @@ import math
 import torch
 from torch import nn
 
+from theory.options import NORMALIZATIONS
+from theory.validation import as_float_tensor, one_of
+
 __all__ = [
-    "NORMALIZATIONS",
     "normalize",
     "Normalize",
     "simplex_etf",
     "etf_gram",
     "gram",
-    "as_float_tensor",
 ]
-
-NORMALIZATIONS = ("none", "ball", "sphere")
 
 #: Norms below this are treated as zero by the sphere projection (the vector is left at 0).
 _TINY = 1e-12
 
 
-def as_float_tensor(z, name: str = "z", min_dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """Return ``z`` as a floating torch tensor of at least ``min_dtype`` precision.
-
-    Half-precision inputs (float16, bfloat16) are promoted to float32 so statistics are never
-    computed in 16 bits; float64 stays float64; integer and bool inputs become the default float
-    dtype. numpy arrays are converted without copying where possible.
-
-    Raises:
-        ValueError: ``z`` cannot be converted to a tensor, or is complex.
-    """
-    if not isinstance(z, torch.Tensor):
-        try:
-            z = torch.as_tensor(z)
-        except Exception as exc:  # pragma: no cover - defensive
-            raise ValueError(f"{name} must be a tensor or array, got {type(z).__name__}") from exc
-    if z.is_complex():
-        raise ValueError(f"{name} must be real, got dtype {z.dtype}")
-    if not z.is_floating_point():
-        z = z.to(torch.get_default_dtype())
-    if z.dtype in (torch.float16, torch.bfloat16) or (
-        z.dtype == torch.float32 and min_dtype == torch.float64
-    ):
-        z = z.to(min_dtype)
-    return z
-
-
-def normalize(z: torch.Tensor, mode: str = "ball") -> torch.Tensor:
+def normalize(z: torch.Tensor, normalization: str = "ball") -> torch.Tensor:
     """Project embeddings onto the unit ball or sphere (row-wise).
 
     Shapes: ``z`` ``(..., d)`` -> ``(..., d)``.
@@ -70,17 +44,16 @@ def normalize(z: torch.Tensor, mode: str = "ball") -> torch.Tensor:
     cast back), so a tiny or zero row never overflows or divides by a rounded-to-zero norm.
 
     Raises:
-        ValueError: unknown ``mode`` or ``z`` with no feature dimension.
+        ValueError: unknown ``normalization`` or ``z`` with no feature dimension.
     """
-    if mode not in NORMALIZATIONS:
-        raise ValueError(f"mode must be one of {NORMALIZATIONS}, got {mode!r}")
+    one_of("normalization", normalization, NORMALIZATIONS)
     if not isinstance(z, torch.Tensor) or z.dim() < 1:
         raise ValueError("z must be a torch tensor with at least one dimension (..., d)")
-    if mode == "none":
+    if normalization == "none":
         return z
     zf = as_float_tensor(z)
     norm = torch.linalg.vector_norm(zf, dim=-1, keepdim=True)
-    if mode == "ball":
+    if normalization == "ball":
         out = zf / torch.clamp(norm, min=1.0)
     else:
         out = torch.where(norm > _TINY, zf / torch.clamp(norm, min=_TINY), torch.zeros_like(zf))
@@ -90,37 +63,36 @@ def normalize(z: torch.Tensor, mode: str = "ball") -> torch.Tensor:
 class Normalize(nn.Module):
     """``nn.Module`` wrapper of :func:`normalize` for use at the end of an encoder."""
 
-    def __init__(self, mode: str = "ball") -> None:
+    def __init__(self, normalization: str = "ball") -> None:
         super().__init__()
-        if mode not in NORMALIZATIONS:
-            raise ValueError(f"mode must be one of {NORMALIZATIONS}, got {mode!r}")
-        self.mode = mode
+        self.normalization = one_of("normalization", normalization, NORMALIZATIONS)
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:  # noqa: D102
-        return normalize(z, self.mode)
+        return normalize(z, self.normalization)
 
     def extra_repr(self) -> str:  # noqa: D102
-        return f"mode={self.mode!r}"
+        return f"normalization={self.normalization!r}"
 
 
-def etf_gram(C: int, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+def etf_gram(num_classes: int, dtype: torch.dtype = torch.float64) -> torch.Tensor:
     """Gram matrix of the normalised simplex ETF: ``C/(C-1) * (I - J/C)``, shape ``(C, C)``.
 
-    Diagonal 1, off-diagonal ``-1/(C-1)`` (spec/hcl.md §3.1, metrics.md §0).
+    ``C = num_classes``. Diagonal 1, off-diagonal ``-1/(C-1)`` (spec/hcl.md §3.1, metrics.md §0).
     """
+    C = num_classes
     if not isinstance(C, int) or C < 2:
-        raise ValueError(f"C must be an integer >= 2, got {C!r}")
+        raise ValueError(f"num_classes must be an integer >= 2, got {C!r}")
     eye = torch.eye(C, dtype=dtype)
     return C / (C - 1) * (eye - torch.full((C, C), 1.0 / C, dtype=dtype))
 
 
 def simplex_etf(
-    C: int,
+    num_classes: int,
     d: int,
     generator: torch.Generator | None = None,
     dtype: torch.dtype = torch.float64,
 ) -> torch.Tensor:
-    """C unit vectors in R^d forming a simplex ETF (rows), shape ``(C, d)``.
+    """``C = num_classes`` unit vectors in R^d forming a simplex ETF (rows), shape ``(C, d)``.
 
     ``||v_c|| = 1``, ``sum_c v_c = 0``, ``v_c . v_c' = -1/(C-1)`` for ``c != c'``. Built as the
     centred, rescaled standard basis of R^C, expressed in an orthonormal basis of the
@@ -128,12 +100,15 @@ def simplex_etf(
     ``generator`` the result is multiplied by a Haar-random orthogonal ``d x d`` matrix.
 
     Raises:
-        ValueError: ``C < 2`` or ``d < C - 1`` (no ETF exists).
+        ValueError: ``num_classes < 2`` or ``d < num_classes - 1`` (no ETF exists).
     """
+    C = num_classes
     if not isinstance(C, int) or C < 2:
-        raise ValueError(f"C must be an integer >= 2, got {C!r}")
+        raise ValueError(f"num_classes must be an integer >= 2, got {C!r}")
     if not isinstance(d, int) or d < C - 1:
-        raise ValueError(f"d must be an integer >= C - 1 = {C - 1} for a simplex ETF, got {d!r}")
+        raise ValueError(
+            f"d must be an integer >= num_classes - 1 = {C - 1} for a simplex ETF, got {d!r}"
+        )
     # Orthonormal basis of 1^perp in R^C: Helmert-style via QR of the centred identity.
     centred = torch.eye(C, dtype=torch.float64) - 1.0 / C
     q, _ = torch.linalg.qr(centred)  # first C-1 columns span 1^perp

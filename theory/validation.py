@@ -1,26 +1,35 @@
-"""Scalar-argument validators shared by the ``theory`` modules.
+"""Input validators shared by the ``theory`` modules.
 
-Every public function of the package validates its scalar arguments at the boundary and raises
-``ValueError`` naming the argument and the bad value (DESIGN.md, conventions). These two helpers
-are the single implementation of that rule for real and integer scalars::
+Every public function of the package validates its arguments at the boundary and raises
+``ValueError`` naming the argument and the bad value (DESIGN.md, conventions). These helpers are
+the single implementation of that rule for real and integer scalars, option literals, floating
+tensors and integer label vectors::
 
     tau = real("tau", tau, lo=0, lo_open=True)        # finite, > 0
     q = real("q", q, lo=0, hi=1)                       # finite, in [0, 1]
     K = integer("num_negatives", num_negatives, lo=1)  # int >= 1, bool rejected
+    psi = one_of("psi", psi, PSI_FORMS)                # one of theory.options.PSI_FORMS
+    z = as_float_tensor(z)                             # floating tensor, >= float32
+    labels = as_labels(labels, B, z.device)            # (B,) int64 in [0, num_classes)
+    y = as_finite_1d("y", y)                           # float64 numpy (n,), finite, non-empty
 
 Messages read ``"<name> must be <condition>, got <value>"``, e.g. ``"tau must be > 0, got 0"``,
 ``"eps must be in (0, 0.5], got 0.7"``, ``"tau must be a finite real number, got inf"``,
-``"num_negatives must be an integer >= 1, got True"``.
+``"num_negatives must be an integer >= 1, got True"``,
+``"psi must be one of ('mean', 'sum', 'triplet'), got 'max'"``.
 """
 
 from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Collection
+from typing import Any
 
 import numpy as np
+import torch
 
-__all__ = ["real", "integer"]
+__all__ = ["real", "integer", "one_of", "as_float_tensor", "as_labels", "as_finite_1d"]
 
 
 def _interval(lo, lo_open: bool, hi, hi_open: bool) -> str:
@@ -111,3 +120,88 @@ def integer(name: str, value, *, lo: int | None = None, hi: int | None = None) -
         rng = _interval(lo, False, hi, False)
         raise ValueError(f"{name} must be an integer{' ' + rng if rng else ''}, got {value!r}")
     return v
+
+
+def one_of(name: str, value: Any, options: Collection) -> Any:
+    """Validate an option literal: ``value`` must be one of ``options`` (a :mod:`theory.options`
+    tuple or table).
+
+    Returns:
+        ``value`` unchanged.
+
+    Raises:
+        ValueError: ``"<name> must be one of <options>, got <value>"``.
+    """
+    try:
+        ok = value in options
+    except TypeError:  # unhashable value against a dict / set of options
+        ok = False
+    if not ok:
+        raise ValueError(f"{name} must be one of {tuple(options)}, got {value!r}")
+    return value
+
+
+def as_float_tensor(z, name: str = "z", min_dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """Return ``z`` as a floating torch tensor of at least ``min_dtype`` precision.
+
+    Half-precision inputs (float16, bfloat16) are promoted to float32 so statistics are never
+    computed in 16 bits; float64 stays float64; integer and bool inputs become the default float
+    dtype. numpy arrays are converted without copying where possible.
+
+    Raises:
+        ValueError: ``z`` cannot be converted to a tensor, or is complex.
+    """
+    if not isinstance(z, torch.Tensor):
+        try:
+            z = torch.as_tensor(z)
+        except Exception as exc:  # pragma: no cover - defensive
+            raise ValueError(f"{name} must be a tensor or array, got {type(z).__name__}") from exc
+    if z.is_complex():
+        raise ValueError(f"{name} must be real, got dtype {z.dtype}")
+    if not z.is_floating_point():
+        z = z.to(torch.get_default_dtype())
+    if z.dtype in (torch.float16, torch.bfloat16) or (
+        z.dtype == torch.float32 and min_dtype == torch.float64
+    ):
+        z = z.to(min_dtype)
+    return z
+
+
+def as_labels(labels, B: int, device, num_classes: int | None = None) -> torch.Tensor:
+    """Integer labels of a batch of ``B`` embeddings as an int64 tensor on ``device``.
+
+    Shapes: ``labels`` ``(B,)`` -> ``(B,)`` int64.
+
+    Raises:
+        ValueError: wrong shape, a non-integer dtype, a negative label, or a label
+            ``>= num_classes`` when ``num_classes`` is given.
+    """
+    labels = torch.as_tensor(labels, device=device)
+    if labels.dim() != 1 or labels.shape[0] != B:
+        raise ValueError(f"labels must have shape ({B},) to match z, got {tuple(labels.shape)}")
+    if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:
+        raise ValueError(f"labels must be integers, got dtype {labels.dtype}")
+    labels = labels.long()
+    if B and int(labels.min()) < 0:
+        raise ValueError(f"labels must be >= 0, got min {int(labels.min())}")
+    if num_classes is not None and B and int(labels.max()) >= num_classes:
+        raise ValueError(
+            f"labels must lie in [0, num_classes={num_classes}), got max {int(labels.max())}"
+        )
+    return labels
+
+
+def as_finite_1d(name: str, x) -> np.ndarray:
+    """``x`` (tensor, array or sequence, any shape) flattened to a finite float64 numpy array.
+
+    Raises:
+        ValueError: ``x`` is empty or holds NaN / inf.
+    """
+    if isinstance(x, torch.Tensor):
+        x = x.detach().cpu().double().numpy()
+    a = np.asarray(x, dtype=np.float64).reshape(-1)
+    if a.size == 0:
+        raise ValueError(f"{name} must be non-empty")
+    if not np.all(np.isfinite(a)):
+        raise ValueError(f"{name} must be finite (found NaN or inf)")
+    return a

@@ -21,12 +21,6 @@ from synthetic.data import (
 )
 
 
-def _gen(seed: int) -> torch.Generator:
-    g = torch.Generator()
-    g.manual_seed(seed)
-    return g
-
-
 def test_stream_seeds_are_deterministic_and_distinct():
     a = [stream_seed(3, s) for s in STREAMS]
     assert a == [stream_seed(3, s) for s in STREAMS]
@@ -49,28 +43,28 @@ def test_stream_seed_rejects_unknown_stream():
 
 
 @pytest.mark.parametrize("kind", ["random", "orthogonal"])
-def test_class_centres_norms_and_geometry(kind):
-    m = class_centres(5, 12, 2.5, kind, generator=_gen(0))
+def test_class_centres_norms_and_geometry(kind, torch_gen):
+    m = class_centres(5, 12, 2.5, kind, generator=torch_gen(0))
     assert m.shape == (5, 12) and m.dtype == torch.float64
     np.testing.assert_allclose(torch.linalg.vector_norm(m, dim=1).numpy(), 2.5, rtol=1e-12)
     if kind == "orthogonal":
         np.testing.assert_allclose((m @ m.T).numpy(), 2.5**2 * np.eye(5), atol=1e-12)
 
 
-def test_class_centres_validation():
+def test_class_centres_validation(torch_gen):
     with pytest.raises(ValueError, match="D must be >= C"):
-        class_centres(5, 3, 1.0, "orthogonal", generator=_gen(0))
+        class_centres(5, 3, 1.0, "orthogonal", generator=torch_gen(0))
     with pytest.raises(ValueError, match="kind"):
-        class_centres(5, 8, 1.0, "grid", generator=_gen(0))
+        class_centres(5, 8, 1.0, "grid", generator=torch_gen(0))
     with pytest.raises(ValueError, match="C must"):
-        class_centres(1, 8, 1.0, generator=_gen(0))
+        class_centres(1, 8, 1.0, generator=torch_gen(0))
     with pytest.raises(ValueError, match="separation"):
-        class_centres(3, 8, -1.0, generator=_gen(0))
+        class_centres(3, 8, -1.0, generator=torch_gen(0))
 
 
-def test_gaussian_mixture_statistics():
+def test_gaussian_mixture_statistics(torch_gen):
     centres = torch.tensor([[3.0, 0.0, 0.0], [0.0, -3.0, 1.0]], dtype=torch.float64)
-    x, y = gaussian_mixture(centres, 20000, 0.5, generator=_gen(1))
+    x, y = gaussian_mixture(centres, 20000, 0.5, generator=torch_gen(1))
     assert x.shape == (40000, 3) and y.shape == (40000,)
     assert torch.equal(torch.bincount(y), torch.tensor([20000, 20000]))
     for c in range(2):
@@ -112,33 +106,33 @@ def _partners_loop(labels, anchors, u):
     return out
 
 
-def test_same_class_partners_matches_loop_reference():
-    g = _gen(5)
+def test_same_class_partners_matches_loop_reference(torch_gen):
+    g = torch_gen(5)
     labels = torch.randint(0, 4, (37,), generator=g)
     labels[:8] = torch.arange(4).repeat(2)  # every class has >= 2 members
     anchors = torch.randint(0, 37, (50,), generator=g)
-    got = same_class_partners(labels, anchors, generator=_gen(9))
-    u = torch.rand(50, generator=_gen(9), dtype=torch.float64).numpy()
+    got = same_class_partners(labels, anchors, generator=torch_gen(9))
+    u = torch.rand(50, generator=torch_gen(9), dtype=torch.float64).numpy()
     assert got.tolist() == _partners_loop(labels.tolist(), anchors, u)
 
 
-def test_same_class_partners_uniform_over_other_members():
+def test_same_class_partners_uniform_over_other_members(torch_gen):
     labels = torch.tensor([0, 0, 0, 0, 1, 1])
     anchors = torch.zeros(30000, dtype=torch.long)
-    got = same_class_partners(labels, anchors, generator=_gen(2))
+    got = same_class_partners(labels, anchors, generator=torch_gen(2))
     counts = torch.bincount(got, minlength=6).numpy()
     assert counts[0] == 0 and counts[4] == 0 and counts[5] == 0
     np.testing.assert_allclose(counts[1:4] / 30000, 1 / 3, atol=0.015)
 
 
-def test_same_class_partners_singleton_class_raises():
+def test_same_class_partners_singleton_class_raises(torch_gen):
     with pytest.raises(ValueError, match="single member"):
-        same_class_partners(torch.tensor([0, 0, 1]), generator=_gen(0))
+        same_class_partners(torch.tensor([0, 0, 1]), generator=torch_gen(0))
 
 
-def test_noise_like_shape_std_and_validation():
-    n = noise_like((4000, 5), 0.3, generator=_gen(0), dtype=torch.float32)
+def test_noise_like_shape_std_and_validation(torch_gen):
+    n = noise_like((4000, 5), 0.3, generator=torch_gen(0), dtype=torch.float32)
     assert n.shape == (4000, 5) and n.dtype == torch.float32
     assert abs(float(n.std()) - 0.3) < 0.01
     with pytest.raises(ValueError, match="std"):
-        noise_like((2, 2), -1.0, generator=_gen(0))
+        noise_like((2, 2), -1.0, generator=torch_gen(0))

@@ -22,15 +22,9 @@ from synthetic.models import (
 DTYPES = [torch.float32, torch.float64]
 
 
-def _gen(seed: int) -> torch.Generator:
-    g = torch.Generator()
-    g.manual_seed(seed)
-    return g
-
-
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_free_features_index_and_init_scale(dtype):
-    m = FreeFeatures(4000, 8, init_scale=2.0, generator=_gen(0), dtype=dtype)
+def test_free_features_index_and_init_scale(dtype, torch_gen):
+    m = FreeFeatures(4000, 8, init_scale=2.0, generator=torch_gen(0), dtype=dtype)
     assert m.weight.dtype == dtype and m.weight.shape == (4000, 8)
     idx = torch.tensor([3, 3, 0, 3999])
     assert torch.equal(m(idx), m.weight.detach()[idx])
@@ -39,15 +33,15 @@ def test_free_features_index_and_init_scale(dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_linear_and_mlp_match_loop_references(dtype):
-    x = torch.randn(5, 6, generator=_gen(1), dtype=torch.float64).to(dtype)
-    lin = LinearEncoder(6, 3, generator=_gen(2), dtype=dtype)
+def test_linear_and_mlp_match_loop_references(dtype, torch_gen):
+    x = torch.randn(5, 6, generator=torch_gen(1), dtype=torch.float64).to(dtype)
+    lin = LinearEncoder(6, 3, generator=torch_gen(2), dtype=dtype)
     W, b = lin.weight.detach(), lin.bias.detach()
     ref = [[sum(float(x[i, k]) * float(W[k, j]) for k in range(6)) + float(b[j]) for j in range(3)] for i in range(5)]
     tol = 1e-5 if dtype == torch.float32 else 1e-12
     np.testing.assert_allclose(lin(x).detach().double().numpy(), ref, atol=tol)
 
-    mlp = MLPEncoder(6, 4, 3, generator=_gen(3), dtype=dtype)
+    mlp = MLPEncoder(6, 4, 3, generator=torch_gen(3), dtype=dtype)
     p = {k: v.detach().double().numpy() for k, v in mlp.named_parameters()}
     xs = x.double().numpy()
     ref = np.zeros((5, 3))
@@ -58,67 +52,67 @@ def test_linear_and_mlp_match_loop_references(dtype):
     np.testing.assert_allclose(mlp(x).detach().double().numpy(), ref, atol=tol)
 
 
-def test_linear_init_bounds_follow_fan_in():
-    lin = LinearEncoder(25, 7, generator=_gen(0), dtype=torch.float64)
+def test_linear_init_bounds_follow_fan_in(torch_gen):
+    lin = LinearEncoder(25, 7, generator=torch_gen(0), dtype=torch.float64)
     w = float(lin.weight.detach().abs().max())
     assert 0.8 / math.sqrt(25) < w <= 1 / math.sqrt(25)
 
 
-@pytest.mark.parametrize("mode", ["none", "ball", "sphere"])
-def test_contrastive_model_normalisation(mode):
-    bb = FreeFeatures(50, 4, init_scale=3.0, generator=_gen(0), dtype=torch.float64)
-    model = ContrastiveModel(bb, mode)
+@pytest.mark.parametrize("normalization", ["none", "ball", "sphere"])
+def test_contrastive_model_normalisation(normalization, torch_gen):
+    bb = FreeFeatures(50, 4, init_scale=3.0, generator=torch_gen(0), dtype=torch.float64)
+    model = ContrastiveModel(bb, normalization)
     z = model(torch.arange(50)).detach()
     h = bb.weight.detach()
     norms = torch.linalg.vector_norm(h, dim=1, keepdim=True)
-    if mode == "none":
+    if normalization == "none":
         ref = h
-    elif mode == "ball":
+    elif normalization == "ball":
         ref = torch.where(norms > 1, h / norms, h)
     else:
         ref = h / norms
     np.testing.assert_allclose(z.numpy(), ref.numpy(), rtol=1e-12, atol=1e-14)
 
 
-def test_noise_goes_to_features_for_free_and_to_inputs_otherwise():
-    free = ContrastiveModel(FreeFeatures(6, 3, generator=_gen(0), dtype=torch.float64), "none")
+def test_noise_goes_to_features_for_free_and_to_inputs_otherwise(torch_gen):
+    free = ContrastiveModel(FreeFeatures(6, 3, generator=torch_gen(0), dtype=torch.float64), "none")
     idx = torch.tensor([1, 4])
-    noise = torch.randn(2, 3, generator=_gen(1), dtype=torch.float64)
+    noise = torch.randn(2, 3, generator=torch_gen(1), dtype=torch.float64)
     assert torch.equal(free(idx, noise), free.backbone.weight[idx] + noise)
 
-    mlp = ContrastiveModel(MLPEncoder(5, 4, 3, generator=_gen(2), dtype=torch.float64), "sphere")
-    x = torch.randn(2, 5, generator=_gen(3), dtype=torch.float64)
-    nx = torch.randn(2, 5, generator=_gen(4), dtype=torch.float64)
+    mlp = ContrastiveModel(MLPEncoder(5, 4, 3, generator=torch_gen(2), dtype=torch.float64), "sphere")
+    x = torch.randn(2, 5, generator=torch_gen(3), dtype=torch.float64)
+    nx = torch.randn(2, 5, generator=torch_gen(4), dtype=torch.float64)
     assert torch.equal(mlp(x, nx), mlp(x + nx))
 
 
-def test_build_model_from_config_and_determinism():
+def test_build_model_from_config_and_determinism(torch_gen):
     cfg = RunConfig(encoder="mlp", num_classes=5, input_dim=7, hidden=11, dtype="float64")
-    m1, m2 = build_model(cfg, _gen(0)), build_model(cfg, _gen(0))
+    m1, m2 = build_model(cfg, torch_gen(0)), build_model(cfg, torch_gen(0))
     assert m1.backbone.w2.shape == (11, 4)  # d defaults to C - 1
     for a, b in zip(m1.parameters(), m2.parameters()):
         assert torch.equal(a, b)
-    free = build_model(cfg.replace(encoder="free", d=6), _gen(0))
+    free = build_model(cfg.replace(encoder="free", d=6), torch_gen(0))
     assert free.backbone.weight.shape == (cfg.num_train, 6)
-    lin = build_model(cfg.replace(encoder="linear", dtype="float32"), _gen(0))
+    lin = build_model(cfg.replace(encoder="linear", dtype="float32"), torch_gen(0))
     assert lin.backbone.weight.shape == (7, 4) and lin.backbone.weight.dtype == torch.float32
 
 
 @pytest.mark.parametrize("encoder", ["free", "linear", "mlp"])
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_stacked_model_equals_single_models(encoder, dtype):
+def test_stacked_model_equals_single_models(encoder, dtype, torch_gen):
     R, B = 3, 5
     cfg = RunConfig(encoder=encoder, num_classes=4, n_per_class=3, input_dim=6, hidden=8,
                     normalization="ball", dtype="float64" if dtype == torch.float64 else "float32")
-    models = [build_model(cfg, _gen(s)) for s in range(R)]
+    models = [build_model(cfg, torch_gen(s)) for s in range(R)]
     st = stack_models(models)
     assert isinstance(st, StackedModel)
     if encoder == "free":
-        inputs = torch.randint(0, cfg.num_train, (R, B), generator=_gen(9))
-        noise = torch.randn(R, B, 3, generator=_gen(10), dtype=torch.float64).to(dtype)
+        inputs = torch.randint(0, cfg.num_train, (R, B), generator=torch_gen(9))
+        noise = torch.randn(R, B, 3, generator=torch_gen(10), dtype=torch.float64).to(dtype)
     else:
-        inputs = torch.randn(R, B, 6, generator=_gen(9), dtype=torch.float64).to(dtype)
-        noise = torch.randn(R, B, 6, generator=_gen(10), dtype=torch.float64).to(dtype)
+        inputs = torch.randn(R, B, 6, generator=torch_gen(9), dtype=torch.float64).to(dtype)
+        noise = torch.randn(R, B, 6, generator=torch_gen(10), dtype=torch.float64).to(dtype)
     tol = 1e-6 if dtype == torch.float32 else 1e-13
     for nz in (None, noise):
         out = st(inputs, nz)
@@ -136,11 +130,11 @@ def test_stacked_model_equals_single_models(encoder, dtype):
         assert torch.equal(a, b)
 
 
-def test_stack_models_validation():
-    a = ContrastiveModel(FreeFeatures(4, 2, generator=_gen(0)), "ball")
-    b = ContrastiveModel(LinearEncoder(3, 2, generator=_gen(0)), "ball")
-    c = ContrastiveModel(FreeFeatures(4, 2, generator=_gen(0)), "sphere")
-    d = ContrastiveModel(FreeFeatures(5, 2, generator=_gen(0)), "ball")
+def test_stack_models_validation(torch_gen):
+    a = ContrastiveModel(FreeFeatures(4, 2, generator=torch_gen(0)), "ball")
+    b = ContrastiveModel(LinearEncoder(3, 2, generator=torch_gen(0)), "ball")
+    c = ContrastiveModel(FreeFeatures(4, 2, generator=torch_gen(0)), "sphere")
+    d = ContrastiveModel(FreeFeatures(5, 2, generator=torch_gen(0)), "ball")
     with pytest.raises(ValueError, match="non-empty"):
         stack_models([])
     for other in (b, c):

@@ -10,13 +10,7 @@ import torch
 from synthetic.config import RunConfig
 from synthetic.stacked import stack_groups, stack_key, stackable, stacked_contrastive_loss, train_stacked
 from synthetic.train import METRIC_COLUMNS, decode_class_means, train_run
-from theory.losses import contrastive_loss
-
-
-def _gen(seed: int) -> torch.Generator:
-    g = torch.Generator()
-    g.manual_seed(seed)
-    return g
+from theory.hcl import contrastive_loss
 
 
 # ----------------------------------------------------------------------------- batched loss
@@ -26,11 +20,11 @@ def _gen(seed: int) -> torch.Generator:
 @pytest.mark.parametrize("psi", ["mean", "sum"])
 @pytest.mark.parametrize("tau", [1.0, 0.3])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_stacked_loss_matches_contrastive_loss_per_run(setting, psi, tau, dtype):
+def test_stacked_loss_matches_contrastive_loss_per_run(setting, psi, tau, dtype, torch_gen):
     R, B = 4, 14
-    z = torch.nn.functional.normalize(torch.randn(R, B, 5, generator=_gen(0), dtype=torch.float64), dim=2)
+    z = torch.nn.functional.normalize(torch.randn(R, B, 5, generator=torch_gen(0), dtype=torch.float64), dim=2)
     z = z.to(dtype).requires_grad_()
-    y = torch.randint(0, 3, (R, B), generator=_gen(1))
+    y = torch.randint(0, 3, (R, B), generator=torch_gen(1))
     beta = torch.tensor([0.0, 1.0, 5.0, 30.0], dtype=dtype)
     got = stacked_contrastive_loss(z, y, setting=setting, beta=beta, tau=tau, psi=psi, num_negatives=7)
     ref = torch.stack([
@@ -45,10 +39,10 @@ def test_stacked_loss_matches_contrastive_loss_per_run(setting, psi, tau, dtype)
     np.testing.assert_allclose(ga.numpy(), gb.numpy(), **tol)
 
 
-def test_stacked_loss_with_positive_groups_matches_reference():
+def test_stacked_loss_with_positive_groups_matches_reference(torch_gen):
     R, B = 2, 6
-    z = torch.randn(R, 2 * B, 3, generator=_gen(3), dtype=torch.float64, requires_grad=True)
-    y0 = torch.randint(0, 2, (R, B), generator=_gen(4))
+    z = torch.randn(R, 2 * B, 3, generator=torch_gen(3), dtype=torch.float64, requires_grad=True)
+    y0 = torch.randint(0, 2, (R, B), generator=torch_gen(4))
     y = torch.cat([y0, y0], dim=1)
     ids = torch.arange(B).repeat(R, 2)
     beta = torch.tensor([0.5, 2.0], dtype=torch.float64)
@@ -60,9 +54,9 @@ def test_stacked_loss_with_positive_groups_matches_reference():
             assert float(got[r]) == pytest.approx(float(ref.detach()), rel=1e-12)
 
 
-def test_stacked_loss_finite_at_small_tau():
-    z = torch.nn.functional.normalize(torch.randn(2, 8, 3, generator=_gen(7)), dim=2).requires_grad_()
-    y = torch.randint(0, 3, (2, 8), generator=_gen(8))
+def test_stacked_loss_finite_at_small_tau(torch_gen):
+    z = torch.nn.functional.normalize(torch.randn(2, 8, 3, generator=torch_gen(7)), dim=2).requires_grad_()
+    y = torch.randint(0, 3, (2, 8), generator=torch_gen(8))
     for setting in ("supervised", "unsupervised"):
         loss = stacked_contrastive_loss(z, y, setting=setting, beta=torch.tensor([0.0, 50.0]), tau=0.01)
         (g,) = torch.autograd.grad(loss.sum(), z)

@@ -1,7 +1,7 @@
 """Tests of synthetic/config.py and synthetic/train.py.
 
 References are independent of the code under test: Python loops over class means, explicit
-binomial sums (math.comb), the spec's tabulated optimal values, theory.losses at an exact simplex
+binomial sums (math.comb), the spec's tabulated optimal values, theory.hcl at an exact simplex
 ETF, and Harris/Jensen lower bounds that every loss value must respect.
 """
 
@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 import torch
 
-from synthetic.config import METHODS, RunConfig
+from synthetic.config import RunConfig
 from synthetic.data import make_data, run_generators
 from synthetic.models import build_model
 from synthetic.train import (
@@ -27,8 +27,8 @@ from synthetic.train import (
     recorded_epochs,
     train_run,
 )
-from theory.geometry import simplex_etf
-from theory.losses import contrastive_loss
+from theory.hcl import contrastive_loss
+from theory.options import METHODS
 
 TINY = dict(num_classes=4, n_per_class=8, n_test_per_class=4, input_dim=6, hidden=8, epochs=3)
 
@@ -194,14 +194,13 @@ def test_closed_form_ucl_sampled_is_the_binomial_sum(psi):
 
 @pytest.mark.parametrize("method, beta", [("SCL", 0.0), ("HSCL", 4.0), ("UCL", 0.0), ("HUCL", 0.0)])
 @pytest.mark.parametrize("psi", ["mean", "sum", "triplet"])
-def test_closed_form_expectation_equals_loss_at_exact_nc(method, beta, psi):
+def test_closed_form_expectation_equals_loss_at_exact_nc(method, beta, psi, nc_batch):
     """Full balanced batch collapsed on a simplex ETF: the batched loss equals the closed form."""
     if method == "HUCL":
         method, beta = "UCL", 0.0  # HUCL's value is only a lower bound; checked below
     C, n = 5, 3
     cfg = RunConfig(method=method, beta=beta, num_classes=C, psi=psi, tau=0.8, num_negatives=9)
-    z = simplex_etf(C, C - 1).repeat_interleave(n, dim=0)
-    y = torch.arange(C).repeat_interleave(n)
+    z, y = nc_batch([n] * C)
     setting = "supervised" if method in ("SCL", "HSCL") else "unsupervised"
     loss = contrastive_loss(z, y, setting=setting, beta=beta, tau=0.8, psi=psi, num_negatives=9)
     assert float(loss) == pytest.approx(closed_form_optimum(cfg, "expectation"), rel=1e-10, abs=1e-12)

@@ -7,7 +7,7 @@ from theory.geometry import Normalize, etf_gram, gram, normalize, simplex_etf
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_normalize_modes(dtype):
+def test_normalize_normalizations(dtype):
     g = torch.Generator().manual_seed(0)
     z = torch.randn(50, 7, generator=g, dtype=dtype) * torch.linspace(0.01, 3.0, 50, dtype=dtype)[:, None]
     norms = z.norm(dim=1)
@@ -29,10 +29,10 @@ def test_sphere_is_safe_at_zero():
     assert torch.equal(out.detach(), torch.zeros(3, 4))
 
 
-def test_normalize_rejects_bad_mode():
-    with pytest.raises(ValueError, match="mode"):
+def test_normalize_rejects_bad_normalization():
+    with pytest.raises(ValueError, match="normalization"):
         normalize(torch.ones(2, 2), "cube")
-    with pytest.raises(ValueError, match="mode"):
+    with pytest.raises(ValueError, match="normalization"):
         Normalize("l2")
 
 
@@ -70,7 +70,7 @@ def test_simplex_etf_rotation_is_random_but_seeded():
 def test_simplex_etf_rejects_small_dimension():
     with pytest.raises(ValueError, match="d must be"):
         simplex_etf(10, 8)
-    with pytest.raises(ValueError, match="C must be"):
+    with pytest.raises(ValueError, match="num_classes must be"):
         simplex_etf(1, 3)
 
 
@@ -89,8 +89,8 @@ def test_gram():
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_normalize_half_precision_zero_and_tiny_rows(dtype):
     z = torch.tensor([[0.0, 0.0], [1e-4, 0.0], [3.0, 4.0]], dtype=dtype, requires_grad=True)
-    for mode in ["ball", "sphere"]:
-        out = normalize(z, mode)
+    for normalization in ["ball", "sphere"]:
+        out = normalize(z, normalization)
         assert out.dtype == dtype and torch.isfinite(out).all()
         out.sum().backward()
         assert torch.isfinite(z.grad).all()

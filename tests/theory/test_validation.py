@@ -146,17 +146,19 @@ def test_integer_messages():
 
 
 def test_modules_share_the_messages():
-    from theory import bounds, collapse, convex, evt, losses, symbolic, weince
+    from theory import collapse, hcl, infonce, weince
+    from theory.hcl import convex, symbolic
+    from theory.weince import gpd
 
     calls = [
-        (lambda: bounds.scl_optimum(3, tau=0), r"tau must be > 0(\.0)?, got 0"),
-        (lambda: bounds.binomial_mixture(1.5, 3), r"q must be in \[0(\.0)?, 1(\.0)?\], got 1.5"),
-        (lambda: losses.info_nce(torch.zeros(3, 2), torch.zeros(3, 2), tau=math.inf), "tau must be a finite"),
+        (lambda: hcl.scl_optimum(3, tau=0), r"tau must be > 0(\.0)?, got 0"),
+        (lambda: hcl.binomial_mixture(1.5, 3), r"q must be in \[0(\.0)?, 1(\.0)?\], got 1.5"),
+        (lambda: infonce.info_nce(torch.zeros(3, 2), torch.zeros(3, 2), tau=math.inf), "tau must be a finite"),
         (lambda: collapse.nc1(torch.zeros(4, 2), torch.tensor([0, 0, 1, 1]), num_classes=True), "num_classes must"),
-        (lambda: convex.etf_gram_np(np.int64(1)), "C must be an integer >= 2, got np.int64"),
-        (lambda: evt.gpd_loglik([0.1], 0.1, -1.0), "sigma must be > 0"),
-        (lambda: weince.tail_size(True, 0.1, 1), "K must be an integer >= 1, got True"),
-        (lambda: symbolic.etf_gram_matrix(True), "C must be an integer >= 2, got True"),
+        (lambda: convex.etf_gram_np(np.int64(1)), "num_classes must be an integer >= 2, got np.int64"),
+        (lambda: gpd.gpd_loglik([0.1], 0.1, -1.0), "sigma must be > 0"),
+        (lambda: weince.tail_size(True, 0.1, 1), "num_negatives must be an integer >= 1, got True"),
+        (lambda: symbolic.etf_gram_matrix(True), "num_classes must be an integer >= 2, got True"),
     ]
     for call, match in calls:
         with pytest.raises(ValueError, match=match):

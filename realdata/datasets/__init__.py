@@ -1,0 +1,110 @@
+"""Vision datasets held in memory as ``uint8`` tensors, one uniform result type.
+
+Loaders (each returns an :class:`ImageDataset`; all take ``root`` plus keyword arguments and
+ignore the keywords that do not apply to them, so a command line can pass the same flags):
+
+=================  ==========================================================  =============
+name               source                                                      image
+=================  ==========================================================  =============
+``digits``         scikit-learn's bundled digits (offline; the default)        1 x 8 x 8
+``cifar10``        ``<root>/cifar-10-batches-py/`` via torchvision             3 x 32 x 32
+``cifar100``       ``<root>/cifar-100-python/`` via torchvision                3 x 32 x 32
+``tiny-imagenet``  ``<root>/tiny-imagenet-200/`` (standard layout), cached     3 x 64 x 64
+``stl10``          ``<root>/stl10_binary/`` via torchvision                    3 x 96 x 96
+=================  ==========================================================  =============
+
+Nothing is downloaded unless ``download=True`` (the ``--download`` flag) is passed. A missing
+dataset raises :class:`DatasetNotFoundError`, a corrupt one :class:`CorruptDatasetError`; both
+name the path, the expected layout and the flag.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from realdata.datasets.base import (
+    CorruptDatasetError,
+    DatasetError,
+    DatasetNotFoundError,
+    ImageDataset,
+    ImageSplit,
+    channel_stats,
+)
+from realdata.datasets.cifar import CIFAR10_LAYOUT, CIFAR100_LAYOUT, load_cifar10, load_cifar100
+from realdata.datasets.digits import load_digits_dataset
+from realdata.datasets.stl10 import STL10_LAYOUT, load_stl10
+from realdata.datasets.tiny_imagenet import (
+    TINY_IMAGENET_LAYOUT,
+    default_cache_dir,
+    load_tiny_imagenet,
+)
+
+__all__ = [
+    "DATASETS",
+    "LAYOUTS",
+    "DEFAULT_DATASET",
+    "load_dataset",
+    "ImageDataset",
+    "ImageSplit",
+    "DatasetError",
+    "DatasetNotFoundError",
+    "CorruptDatasetError",
+    "channel_stats",
+    "default_cache_dir",
+    "load_digits_dataset",
+    "load_cifar10",
+    "load_cifar100",
+    "load_tiny_imagenet",
+    "load_stl10",
+]
+
+#: name -> loader ``(root, *, download=False, **options) -> ImageDataset``.
+DATASETS: dict[str, Callable[..., ImageDataset]] = {
+    "digits": load_digits_dataset,
+    "cifar10": load_cifar10,
+    "cifar100": load_cifar100,
+    "tiny-imagenet": load_tiny_imagenet,
+    "stl10": load_stl10,
+}
+
+#: name -> expected on-disk layout (``None``: bundled with a package).
+LAYOUTS: dict[str, str | None] = {
+    "digits": None,
+    "cifar10": CIFAR10_LAYOUT,
+    "cifar100": CIFAR100_LAYOUT,
+    "tiny-imagenet": TINY_IMAGENET_LAYOUT,
+    "stl10": STL10_LAYOUT,
+}
+
+DEFAULT_DATASET = "digits"
+
+
+def load_dataset(
+    name: str = DEFAULT_DATASET,
+    root: str | Path | None = None,
+    *,
+    download: bool = False,
+    **options: object,
+) -> ImageDataset:
+    """Load a dataset of :data:`DATASETS` by name.
+
+    Args:
+        name: one of :data:`DATASETS`.
+        root: data folder (required for every dataset except ``digits``).
+        download: allow the loader to fetch a missing dataset (never done otherwise).
+        **options: loader-specific options, e.g. ``cache_dir`` (Tiny-ImageNet), ``verify_md5``
+            (CIFAR, STL-10), ``unlabeled`` (STL-10), ``test_fraction`` (digits).
+
+    Returns:
+        The dataset, on the CPU.
+
+    Raises:
+        ValueError: unknown ``name``, or ``root`` missing for a dataset on disk.
+        DatasetNotFoundError, CorruptDatasetError: see the loaders.
+    """
+    if name not in DATASETS:
+        raise ValueError(f"name must be one of {sorted(DATASETS)}, got {name!r}")
+    if root is None and LAYOUTS[name] is not None:
+        raise ValueError(f"root is required for dataset {name!r} (the folder that holds it)")
+    return DATASETS[name](root, download=download, **options)

@@ -1,0 +1,49 @@
+"""theory.options: one source of option literals and defaults, used everywhere."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+from theory import options
+from theory.hcl import contrastive_loss, hucl_at_nc, make_psi, scl_optimum, ucl_optimum
+from theory.hcl.symbolic import hucl_at_nc_expr, ucl_optimum_expr
+from theory.infonce import info_nce
+from theory.validation import one_of
+from theory.weince import weince_loss
+
+
+def test_literals_and_method_table():
+    assert options.SETTINGS == ("supervised", "unsupervised")
+    assert options.PSI_FORMS == ("mean", "sum", "triplet")
+    assert options.ESTIMATORS == ("expectation", "sampled")
+    assert options.NORMALIZATIONS == ("none", "ball", "sphere")
+    assert options.HARDENINGS == ("exponential", "step", "polynomial")
+    assert options.RECIPES == ("core", "released")
+    assert options.METHODS["HSCL"] == ("supervised", True) and options.METHODS["UCL"].hard is False
+    assert options.HCL_METHODS == ("SCL", "HSCL", "UCL", "HUCL")
+    assert options.TWO_VIEW_METHODS == ("InfoNCE", "WeiNCE")
+    assert all(options.METHODS[m].setting in options.SETTINGS for m in options.HCL_METHODS)
+
+
+def _default(fn, name):
+    return inspect.signature(fn).parameters[name].default
+
+
+def test_same_defaults_everywhere():
+    for fn in (contrastive_loss, scl_optimum, ucl_optimum, hucl_at_nc, ucl_optimum_expr, hucl_at_nc_expr):
+        assert _default(fn, "num_negatives") == options.NUM_NEGATIVES == 256, fn
+        assert _default(fn, "tau") == options.HCL_TAU == 1.0, fn
+        assert _default(fn, "margin") == options.MARGIN, fn
+    assert _default(make_psi, "tau") == options.HCL_TAU
+    assert _default(info_nce, "tau") == _default(weince_loss, "tau") == options.WEINCE_TAU == 0.5
+
+
+def test_one_of_message():
+    assert one_of("psi", "sum", options.PSI_FORMS) == "sum"
+    assert one_of("method", "HUCL", options.METHODS) == "HUCL"
+    with pytest.raises(ValueError, match=r"^psi must be one of \('mean', 'sum', 'triplet'\), got 'max'$"):
+        one_of("psi", "max", options.PSI_FORMS)
+    with pytest.raises(ValueError, match="method must be one of"):
+        one_of("method", ["SCL"], options.METHODS)  # unhashable: rejected, not a TypeError

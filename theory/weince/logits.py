@@ -1,0 +1,94 @@
+"""T_lambda logits of WeiNCE: the softmax coordinate ``s / tau`` blended with the Weibull shortfall.
+
+Erol et al., ICML 2026 (arXiv 2606.00262), spec/weince.md §1.4, §2.7::
+
+    T_lambda(s) = (1 - lambda) s / tau + lambda (-log(1 - min(s, 1 - eps)))
+
+:func:`tlambda_logits` is the differentiable closed form (used by the label-positive loss and the
+link-selection likelihood); :class:`_TLambdaCE` fuses the logits with the cross-entropy of the
+two-view loss, with the closed-form backward
+``d logit / d s = (1 - lambda)/tau + lambda/(1 - s) * [s <= 1 - eps]`` (lambda held fixed).
+``tau`` defaults to :data:`theory.options.WEINCE_TAU`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.autograd.function import once_differentiable
+
+from theory.options import WEINCE_TAU
+from theory.validation import as_float_tensor, real
+from theory.weince._fast import _np_ok
+
+__all__ = ["tlambda_logits"]
+
+
+def tlambda_logits(
+    s: torch.Tensor, lam: torch.Tensor | float, tau: float = WEINCE_TAU, eps: float = 1e-6
+) -> torch.Tensor:
+    """Closed-form T_lambda logits (spec/weince.md §2.7), differentiable in ``s``.
+
+    ``l = (1 - lam) * (s / tau) + lam * (-log1p(-min(s, 1 - eps)))``; ``lam`` broadcasts against
+    ``s`` (e.g. ``(A, 1)`` against ``(A, M)``). With ``lam = 0`` this is ``s / tau`` bit for bit.
+
+    Shapes: ``s`` ``(..., M)``, ``lam`` scalar or broadcastable -> ``(..., M)``.
+
+    float16/bfloat16 ``s`` is computed (and returned) in float32: in float16 ``1 - eps`` rounds
+    to 1 and the shortfall branch would be ``-log(0) = inf`` (spec §3.2); float64 stays float64.
+    """
+    tau = real("tau", tau, lo=0.0, lo_open=True)
+    eps = real("eps", eps, lo=0.0, lo_open=True, hi=0.5)
+    if not isinstance(s, torch.Tensor):
+        raise ValueError(f"s must be a torch tensor, got {type(s).__name__}")
+    s = as_float_tensor(s, "s")
+    lam = torch.as_tensor(lam, dtype=s.dtype, device=s.device)
+    W = -torch.log1p(-torch.clamp(s, max=1.0 - eps))
+    return (1 - lam) * (s / tau) + lam * W
+
+
+class _TLambdaCE(torch.autograd.Function):
+    """Fused ``mean_i CE(T_lambda(cand_i), 0)`` with the closed-form backward (lambda fixed)."""
+
+    @staticmethod
+    def forward(ctx, cand, lam, tau, eps):  # noqa: D102
+        lam_c = lam[:, None]
+        logits = cand / tau  # the very op info_nce uses -> identical bits when lam == 0
+        W = torch.clamp(cand, max=1.0 - eps)
+        if _np_ok(W):  # numpy's SIMD log1p is ~2x faster than torch's on CPU
+            Wn = W.numpy()
+            np.log1p(np.negative(Wn, out=Wn), out=Wn)
+        else:
+            W.neg_().log1p_()  # log(1 - s~) = -W
+        logits.mul_(1 - lam_c)
+        logits.addcmul_(W, lam_c, value=-1.0)  # (1-lam) s/tau + lam * (-log(1 - s~))
+        logp = torch.log_softmax(logits, dim=1)
+        target = torch.zeros(cand.shape[0], dtype=torch.long, device=cand.device)
+        loss = F.nll_loss(logp, target)
+        ctx.save_for_backward(cand, lam, logp)
+        ctx.tau = tau
+        ctx.eps = eps
+        return loss
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, g):  # noqa: D102
+        cand, lam, logp = ctx.saved_tensors
+        A = cand.shape[0]
+        scale = g / A
+        lam_c = lam[:, None]
+        # d loss / d logits = (softmax - onehot_0) * g / A
+        if _np_ok(logp):
+            P = torch.empty_like(logp)
+            np.exp(logp.numpy(), out=P.numpy())
+        else:
+            P = logp.exp()
+        P[:, 0] -= 1
+        # d logits / d cand = (1 - lam)/tau + lam / (1 - s) * [s <= 1 - eps]   (times g / A)
+        D = torch.rsub(cand, 1.0).reciprocal_()
+        if bool(cand.max() > 1.0 - ctx.eps):  # the clamp is active somewhere (rare)
+            D.masked_fill_(cand > 1.0 - ctx.eps, 0.0)
+        D.mul_(lam_c * scale).add_((1 - lam_c) * (scale / ctx.tau))
+        P.mul_(D)
+        return P, None, None, None

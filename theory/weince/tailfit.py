@@ -1,0 +1,182 @@
+"""The tail-size rules and the two least-squares tail fits of WeiNCE: pure numerics.
+
+Erol et al., ICML 2026 (arXiv 2606.00262), the algorithm as released by the authors; spec/weince.md
+§2.2 (tail size), §2.4-§2.5 (fits), §2.6 (pivot index). Used by both the gate of the loss
+(:mod:`theory.weince.gate`) and the extreme-value diagnostics (:mod:`theory.weince.tails`), which
+therefore never depend on the loss.
+
+Notation: ``K`` (``num_negatives``) negatives per anchor, ``A`` anchors, ``k_tail`` tail size,
+``burn = max(1, k_tail // 20)`` burn-in, ``n_eff = k_tail - burn``; shortfall
+``delta = max(1 - s, eps)``; within-tail rank ECDF ``F = r / (k_tail + 1)``; Weibull line
+``log F = a + beta log delta`` versus the Gumbel-fast proxy ``log(-log F) = b - kappa log delta``.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from theory.validation import integer, real
+
+__all__ = ["tail_size", "rho0_index", "TailFits", "tail_fits"]
+
+#: Floors of the authors' least-squares fits (§2.5): denominator, SSE, and the sanity penalty.
+_DEN_FLOOR = 1e-12
+_SSE_FLOOR = 1e-12
+_PENALTY = 1e6
+
+
+# --------------------------------------------------------------------------------------------
+# the rounding rules (§2.2, §2.6)
+# --------------------------------------------------------------------------------------------
+
+
+def tail_size(num_negatives: int, tail_frac: float = 0.1, min_tail: int = 32) -> int:
+    """Tail size ``k_tail`` for ``K = num_negatives`` negatives (spec/weince.md §2.2, the
+    authors' exact order).
+
+    ``k = max(min_tail, round(tail_frac K)); k = min(k, K); k = max(10, k); k = min(k, K)`` with
+    Python's ``round`` (round half to even). Examples: K=510 -> 51, K=126 -> 32, K=14 -> 14.
+
+    Raises:
+        ValueError: ``num_negatives < 1``, ``tail_frac < 0`` or ``min_tail < 0``.
+    """
+    K = integer("num_negatives", num_negatives, lo=1)
+    tail_frac = real("tail_frac", tail_frac, lo=0.0)
+    min_tail = integer("min_tail", min_tail, lo=0)
+    k = max(min_tail, round(tail_frac * K))
+    k = min(k, K)
+    k = max(10, k)
+    return min(k, K)
+
+
+def rho0_index(A: int, q: float = 0.2) -> int:
+    """Index of the pivot ``rho0`` in ``sort(rho)`` over ``A`` anchors: ``round(q (A - 1))``.
+
+    Python ``round`` (half to even), spec/weince.md §2.6: A=512 -> 102, A=8 -> round(1.4) = 1.
+
+    Raises:
+        ValueError: ``A < 1`` or ``q`` outside ``[0, 1]``.
+    """
+    A = integer("A", A, lo=1)
+    q = real("q", q, lo=0.0, hi=1.0)
+    return round(q * (A - 1))
+
+
+# --------------------------------------------------------------------------------------------
+# the tail fits (§2.4-§2.5)
+# --------------------------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=64)
+def _centred_responses(k: int, burn: int, eps: float) -> tuple[np.ndarray, np.ndarray]:
+    """Shared responses of the tail fits: ``Y`` ``(n_eff, 2)`` and ``Syy`` ``(2,)``, float64.
+
+    ``Y`` holds the centred ``y_W = log F`` and ``y_G = log(-log F)`` of the within-tail ECDF
+    ``F = max(r / (k + 1), eps)`` at ranks ``r > burn`` (spec §2.4); ``Syy = sum Y^2`` per column.
+    A pure function of ``(k, burn, eps)`` (numpy float64 on the host, whatever the input device),
+    cached because every batch of a run uses the same vectors; the arrays are read-only.
+    """
+    F_hat = np.maximum(np.arange(1, k + 1, dtype=np.float64) / (k + 1), eps)[burn:]
+    yW = np.log(F_hat)
+    Y = np.stack([yW, np.log(-yW)], axis=1)
+    Y = Y - Y.mean(axis=0, keepdims=True)
+    syy = np.einsum("ij,ij->j", Y, Y)
+    Y.setflags(write=False)
+    syy.setflags(write=False)
+    return Y, syy
+
+
+@dataclass(frozen=True)
+class TailFits:
+    """The two least-squares tail fits of spec/weince.md §2.4-§2.5 for ``A`` anchors (one ``k_tail``).
+
+    Attributes:
+        k_tail: tail size; ``burn = max(1, k_tail // 20)``; ``n_eff = k_tail - burn``.
+        slope: ``(A, 2)`` OLS slopes ``(slope_W, slope_G)`` of ``y_W``, ``y_G`` on ``x = log delta``
+            (NaN when ``n_eff < 2``; slope_W is the anchor-wise beta_hat_i, unused by the gate).
+        sse_raw: ``(A, 2)`` residual sums of squares (before the floor and the penalties).
+        sse: ``(A, 2)`` ``max(sse_raw, 1e-12)``, ``+1e6`` where ``slope_W <= 0`` (column 0) or
+            ``slope_G >= 0`` (column 1).
+        syy: ``(2,)`` total sums of squares of the centred responses.
+        dAIC: ``(A,)`` ``n_eff log(SSE_G / SSE_W)`` (0 when ``n_eff < 2``: the authors' fallback).
+    """
+
+    k_tail: int
+    burn: int
+    n_eff: int
+    slope: np.ndarray
+    sse_raw: np.ndarray
+    sse: np.ndarray
+    syy: np.ndarray
+    dAIC: np.ndarray
+
+
+def _tail_fits(T: np.ndarray, eps: float) -> TailFits:
+    """Vectorised §2.4-§2.5 on descending tails ``T`` ``(A, k)`` float64 (no validation).
+
+    The single implementation of the tail fits: used by the two-view gate, the label-positive
+    gate (:mod:`theory.weince.gate`) and :func:`theory.weince.tails.tail_aic_fit`.
+    """
+    A, k = T.shape
+    burn = max(1, k // 20)
+    n = k - burn
+    if n < 2:
+        nan = np.full((A, 2), np.nan)
+        return TailFits(k, burn, n, nan, nan.copy(), nan.copy(), np.full(2, np.nan), np.zeros(A))
+    x = np.log(np.maximum(1.0 - T[:, burn:], eps))  # (A, n) ascending log-shortfalls
+    xc = x - x.mean(axis=1, keepdims=True)
+    # all tail points tied: centred x is exactly 0 (a rounded mean would leave ulp noise whose
+    # sign decides the +1e6 penalties); both slopes are then 0 and both SSEs penalised (§3.2)
+    xc[x[:, 0] == x[:, -1]] = 0.0
+    sxx = np.einsum("ij,ij->i", xc, xc)
+    Y, syy = _centred_responses(k, burn, eps)  # (n, 2), (2,)
+    sxy = xc @ Y  # (A, 2)
+    slope = sxy / np.maximum(sxx, _DEN_FLOOR)[:, None]  # (A, 2): (slope_W, slope_G)
+    # SSE = sum (yc - b xc)^2 = Syy - 2 b Sxy + b^2 Sxx (the unfloored Sxx: with a near-tied tail
+    # Sxx < 1e-12 and b is not the least-squares slope); rows where this expansion could lose
+    # digits to cancellation (SSE < 1e-6 Syy) are recomputed from explicit residuals
+    sse_raw = syy[None, :] - 2.0 * slope * sxy + slope * slope * sxx[:, None]
+    redo = np.flatnonzero((sse_raw < 1e-6 * syy[None, :]).any(axis=1))
+    if redo.size:
+        resid = Y.T[None, :, :] - slope[redo, :, None] * xc[redo, None, :]
+        sse_raw[redo] = np.einsum("ijk,ijk->ij", resid, resid)
+    sse = np.maximum(sse_raw, _SSE_FLOOR)
+    sse[:, 0] += _PENALTY * (slope[:, 0] <= 0)
+    sse[:, 1] += _PENALTY * (slope[:, 1] >= 0)
+    dAIC = n * (np.log(sse[:, 1] / n) - np.log(sse[:, 0] / n))
+    return TailFits(k, burn, n, slope, sse_raw, sse, syy, dAIC)
+
+
+def tail_fits(tails, eps: float = 1e-6) -> TailFits:
+    """Weibull-line versus Gumbel-fast least-squares "AIC" of per-anchor tails (spec §2.4-§2.5).
+
+    For each row ``T_i`` (the ``k`` largest negatives, descending): ``x = log max(1 - T_i, eps)``,
+    burn-in ``max(1, k // 20)``, OLS of ``y_W = log F`` and ``y_G = log(-log F)`` (``F = r/(k+1)``)
+    on ``x``; ``dAIC_i = n_eff log(SSE_G / SSE_W)`` with the authors' floors and +1e6 penalties.
+    Computed in float64 whatever the input dtype (the slope signs decide the penalties).
+
+    Args:
+        tails: ``(A, k)`` tensor or array, each row sorted in descending order, finite.
+        eps: shortfall floor in ``(0, 0.5]``.
+
+    Returns:
+        :class:`TailFits`.
+
+    Raises:
+        ValueError: not 2-D, empty, non-finite, or a row not in descending order; bad ``eps``.
+    """
+    eps = real("eps", eps, lo=0.0, lo_open=True, hi=0.5)
+    if isinstance(tails, torch.Tensor):
+        tails = tails.detach().cpu().double().numpy()
+    T = np.asarray(tails, dtype=np.float64)
+    if T.ndim != 2 or T.shape[0] < 1 or T.shape[1] < 1:
+        raise ValueError(f"tails must be a 2-D (A, k) array with A, k >= 1, got shape {T.shape}")
+    if not np.all(np.isfinite(T)):
+        raise ValueError("tails must be finite")
+    if np.any(np.diff(T, axis=1) > 0):
+        raise ValueError("tails must be sorted in descending order along each row")
+    return _tail_fits(T, eps)
