@@ -78,23 +78,6 @@ _THEORY_FIGURES = {
 }
 
 
-def _module(*names: str) -> Any:
-    """The first importable module of ``names``.
-
-    The theory package is being re-laid out (``theory.bounds`` -> ``theory.hcl.optima`` /
-    ``theory.hcl.harris``, ``theory.convex`` -> ``theory.hcl.convex``, ``theory.evt`` ->
-    ``theory.weince.*``); each producer names the new module first and the old one second, so this
-    adapter works on both layouts. A module that exists but fails to import raises.
-    """
-    for name in names:
-        try:
-            return importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name is None or not (name == exc.name or name.startswith(exc.name + ".")):
-                raise
-    raise ModuleNotFoundError(f"none of the modules {names} exists")
-
-
 def _worst_evidence(rec: claims.Claim) -> claims.Claim:
     w = rec.worst()
     if rec.evidence or w is None or not w.evidence:
@@ -128,28 +111,17 @@ def theory_claims(scale: str = "default", seed: int = 0) -> list[claims.Claim]:
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
     import torch
 
+    from theory.checks import run_checks
+
     torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
-    quick = scale == "quick"
-    runner = _module("theory.checks", "theory.__main__")
     setting = {"method": "exact enumeration, Monte Carlo with confidence intervals, cvxpy, sympy",
-               "instances": "random psi, eta, unit-ball features; exact NC batches", "scale": scale, "seed": seed}
-    if runner.__name__ == "theory.checks":  # the checks return claim records themselves
-        recs = [dataclasses.replace(r, figures=tuple(dict.fromkeys((*r.figures, *_THEORY_FIGURES.get(r.id, ())))),
-                                    setting={**setting, **r.setting, "scale": scale})
-                for r in runner.run_checks(quick=quick, seed=seed)]
-        return [_worst_evidence(r) for r in recs]
-    rep = runner.run_checks(quick=quick, seed=seed)
+               "instances": "random psi, eta, unit-ball features; exact NC batches"}
     out = []
-    for cid in claims.CHECK_IDS:
-        subs = [claims.SubCheck.tolerance(c.what, c.value, c.tol, kind=c.kind, instances=c.instances,
-                                          note=c.note)
-                for c in rep.checks if c.claim == cid]
-        rec = claims.Claim.from_subchecks(
-            cid, subs, command=command_for(cid, scale=scale), setting=setting,
-            criterion="PASS iff every sub-check is within its tolerance (declared with the checks)",
-            figures=_THEORY_FIGURES.get(cid, ()),
-        )
-        out.append(_worst_evidence(rec))
+    for r in run_checks(quick=scale == "quick", seed=seed):
+        figs = tuple(dict.fromkeys((*r.figures, *_THEORY_FIGURES.get(r.id, ()))))
+        r = dataclasses.replace(r, figures=figs, setting={**setting, **r.setting, "scale": scale},
+                                command=r.command or command_for(r.id, scale=scale))
+        out.append(_worst_evidence(r))
     return out
 
 
@@ -178,7 +150,7 @@ def harris_gap_table(scale: str = "default", seed: int = 0,
         num_pairs, sizes``; one row per (setting, beta).
     """
     _check_scale(scale)
-    harris = _module("theory.hcl.harris", "theory.bounds")
+    from theory.hcl import harris
 
     rows = []
     pairs = _HARRIS_PAIRS[scale]
@@ -209,7 +181,7 @@ def hucl_nc_table(scale: str = "default", num_classes: Sequence[int] = (10, 100)
         num_negatives``.
     """
     _check_scale(scale)
-    bounds = _module("theory.hcl.optima", "theory.bounds")
+    from theory.hcl import optima as bounds
 
     betas = np.unique(np.concatenate([np.linspace(0, 30, 61 if scale == "quick" else 121),
                                       [0.5, 1, 2, 5, 10]]))
@@ -237,7 +209,7 @@ def gram_table(scale: str = "default", num_classes: Sequence[int] = (4, 5, 6)) -
         ``"UCL optimum"``, ``"ETF"``).
     """
     _check_scale(scale)
-    convex = _module("theory.hcl.convex", "theory.convex")
+    from theory.hcl import convex
 
     rows = []
     for C in num_classes:
@@ -267,7 +239,8 @@ def noise_floor_table(scale: str = "default", seed: int = 20260113) -> pd.DataFr
         bias2_softmax, theory_weibit, bias2_floor, theory_softmax, c, dgp``.
     """
     _check_scale(scale)
-    nf = _module("theory.weince.noise_floor", "theory.evt")
+    from theory.weince import noise_floor as nf
+
     t = nf.noise_floor_experiment(reps=NOISE_FLOOR_REPS[scale], seed=seed)
     return t.assign(dgp="candidates s = (0.15, 0.45, 0.70, 0.90), β* = 0.8, Weibit winner law")
 
@@ -295,7 +268,8 @@ def pot_tables(scores: Sequence[float] | np.ndarray, q: float = 0.99, *, source:
     """
     from scipy import stats
 
-    gpd = _module("theory.weince.gpd", "theory.evt")
+    from theory.weince import gpd
+
     s = np.asarray(scores, dtype=np.float64).ravel()
     r = gpd.pot_fit(s, q)
     y = np.asarray(r.exceedances, dtype=np.float64)
@@ -328,7 +302,8 @@ def link_tables(cand: Any, *, tau: float | None = 0.5, source: str = "") -> dict
     Returns:
         ``{"lambda_profile", "lambda_fit"}``.
     """
-    links = _module("theory.weince.links", "theory.evt")
+    from theory.weince import links
+
     r = links.link_select(cand, tau=tau)
     fit = pd.DataFrame([{"lam_hat": r.lam_hat, "tau_hat": r.tau_hat, "loglik": r.loglik, "loglik0": r.loglik0,
                          "lr_stat": r.lr_stat, "p_chi2": r.p_chi2, "p_boundary": r.p_boundary,
@@ -420,7 +395,7 @@ def spectrum_table(table: pd.DataFrame) -> pd.DataFrame:
     import torch
 
     from synthetic.train import decode_class_means
-    from theory.collapse import class_mean_spectrum  # a module today, a package after the re-layout
+    from theory.collapse import class_mean_spectrum
 
     rows = []
     sub = table[table["class_means"].notna()]
