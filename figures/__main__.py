@@ -24,7 +24,7 @@ stages (one progress bar across all of them; one-line progress messages when std
   weince     the WeiNCE noise-floor simulation and the W5 verdict (cached); POT and link-selection
              tables from RESULTS/weince/pot_scores.csv (column score) and
              RESULTS/weince/link_candidates.npz when present
-  pickup     results produced elsewhere: claim records RESULTS/claims/*.json (theory.claims JSON)
+  pickup     results produced elsewhere: claim records RESULTS/records/*.json (theory.claims JSON)
              and tables RESULTS/tables/<table>.csv
   render     every figure its data allows: OUT/<id>.png (150 dpi) and OUT/<id>.pdf; the others are
              listed as not available, with the reason and the command that produces their data

@@ -10,7 +10,7 @@
 3. ``weince``    -- the noise-floor simulation and its W5 verdict (cached); POT and link-
                     selection tables from scores stored under ``<results>/weince/``;
 4. ``pickup``    -- results produced elsewhere (real-data runs, clusters): claim records in
-                    ``<results>/claims/*.json`` and tables in ``<results>/tables/<name>.csv``;
+                    ``<results>/records/*.json`` and tables in ``<results>/tables/<name>.csv``;
 5. ``render``    -- every selected figure that its data allows, or "not available" with why;
 6. ``report``    -- ``report.md`` and ``report.html``.
 
@@ -196,7 +196,7 @@ class WeinceStage:
 
 
 class PickupStage:
-    """Claim records and tables produced elsewhere, from ``<results>/claims`` and ``<results>/tables``.
+    """Claim records and tables produced elsewhere, from ``<results>/records`` and ``<results>/tables``.
 
     Claim files hold a JSON array in the ``theory.claims`` format; table files are tidy CSV tables
     named after a table of :mod:`figures.registry` (a ``synthetic.csv`` is appended to the
@@ -204,7 +204,7 @@ class PickupStage:
     """
 
     name = "pickup"
-    CLAIMS = "claims"
+    RECORDS = "records"
     TABLES = "tables"
 
     def units(self, ctx: Context) -> int:
@@ -212,7 +212,7 @@ class PickupStage:
 
     def run(self, ctx: Context) -> str:
         n_claims, names = 0, []
-        cdir = ctx.results / self.CLAIMS
+        cdir = ctx.results / self.RECORDS
         for p in sorted(cdir.glob("*.json")) if cdir.is_dir() else []:
             try:
                 recs = claims.from_json(p.read_text(encoding="utf-8"))

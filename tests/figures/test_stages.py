@@ -113,18 +113,18 @@ def test_failed_check_gives_a_nonzero_status(tmp_path, theory_tables):
 
 def test_pickup_reads_claims_and_tables(tmp_path, theory_tables):
     res = tmp_path / "res"
-    (res / "claims").mkdir(parents=True)
+    (res / "records").mkdir(parents=True)
     (res / "tables").mkdir()
     rec = claims.Claim("R1", V.PARTLY, (claims.Evidence("NCM HSCL beta=5", 55.0, 1.0, "std", n=3, unit="%"),),
                        command="python -m realdata train ...")
-    (res / "claims" / "realdata.json").write_text(claims.to_json([rec]))
+    (res / "records" / "realdata.json").write_text(claims.to_json([rec]))
     theory_tables["harris_gap"].to_csv(res / "tables" / "harris_gap.csv", index=False)
     ctx = _ctx(tmp_path)
     detail = PickupStage().run(ctx)
     assert "1 claim records" in detail and "harris_gap" in detail
     assert ctx.records[0].id == "R1" and ctx.records[0].verdict == V.PARTLY
     assert len(ctx.tables["harris_gap"]) == len(theory_tables["harris_gap"])
-    (res / "claims" / "bad.json").write_text(json.dumps({"not": "a list"}))
+    (res / "records" / "bad.json").write_text(json.dumps({"not": "a list"}))
     with pytest.raises(ValueError, match="bad.json"):
         PickupStage().run(_ctx(tmp_path))
 
