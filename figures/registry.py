@@ -225,7 +225,7 @@ def availability(spec: FigureSpec, tables: Mapping[str, pd.DataFrame]) -> Availa
         if missing:
             problems.append(f"table '{need.name}' lacks the columns {missing}")
     if not problems and spec.check is not None:
-        why = spec.check({k: tables[k] for k in spec.table_names}, **spec.options)
+        why = spec.check({k: tables[k] for k in spec.table_names if k in tables}, **spec.options)
         if why:
             problems.append(why)
     if problems:

@@ -112,6 +112,7 @@ def test_normalization_renders_the_panels_present(all_tables):
     titles = " ".join(style.figure_text(fig)["titles"])
     assert "none" in titles and "sphere" in titles and "ball" not in titles
     assert len(fig.axes) == 4  # 2 rows (spectrum, ETF) x 2 normalisations
+    assert registry.availability(spec, {"synthetic": t}).ok  # the spectrum table is optional
     fig = spec.build({"synthetic": t})  # no spectrum table: the ETF row only
     assert len(fig.axes) == 3
 
