@@ -73,12 +73,12 @@ def render(tables: dict[str, pd.DataFrame], where: dict | None = None) -> Figure
         curves_by_beta(axes[0, j], frames.finite(r, "etf_mean"), "etf_mean", fam)
         style.ideal_line(axes[0, j], 0.0, label="NC (0)")
         style.finish_axes(axes[0, j], title=m, xlabel="epoch after the NC initialisation",
-                          ylabel="mean | cos(μ_c, μ_c′) + 1/(C−1) |", loc="upper left")
+                          ylabel="mean | cos(μ_c, μ_c′) + 1/(C−1) |", loc="best")
         if has_spec:
             curves_by_beta(axes[1, j], frames.finite(r, "spectrum_min"), "spectrum_min", fam)
             style.ideal_line(axes[1, j], 0.0, label="ETF (0)")
             style.finish_axes(axes[1, j], xlabel="epoch after the NC initialisation",
-                              ylabel="log(σ_min / σ_max)", loc="lower left")
+                              ylabel="log(σ_min / σ_max)", loc="best")
     fig.suptitle("Near-NC initialisation: drift from Neural Collapse")
     style.note(fig, "seed mean ± std; " + frames.setting_text(rows, setting))
     return fig
