@@ -1,6 +1,6 @@
-# Entry points for a fresh machine: `make figures` (the main job) and `make test` (the test suite).
-# Every target creates a local virtual environment in .venv on first use and installs the project
-# with its development extras into it.
+# Entry points for a fresh machine: `make figures` (the main job: figures, report.html and report.md
+# under results/figures/) and `make test` (the test suite). Every target creates a local virtual
+# environment in .venv on first use and installs the project with its development extras into it.
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 figures: $(STAMP)
-	$(PY) -m theory
+	$(PY) -m figures
 
 test: $(STAMP)
 	$(PY) -m pytest -q

@@ -1,0 +1,150 @@
+"""``python -m figures``: the main job -- theory checks, results pickup, every figure, the report.
+
+Run ``python -m figures --help`` for the flags. What it does, stage by stage, is described in
+:mod:`figures.stages`; the report in :mod:`figures.report`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+__all__ = ["build_parser", "main"]
+
+_EPILOG = """\
+stages (one progress bar across all of them; one-line progress messages when stderr is not a terminal):
+  theory     the theory checks T1-T8 and the W-law (python -m theory), and the theory tables of the
+             figures (Harris gap, HUCL at NC, cvxpy Gram matrices); cached under RESULTS/cache/figures/
+             keyed by scale, seed and a hash of the theory sources: a warm run reuses them
+  synthetic  reads synthetic grid results under RESULTS/synthetic, RESULTS/claims or RESULTS
+             (written by `python -m synthetic sweep ... --results RESULTS/synthetic`) and the
+             verdicts of S1-S4 and R5; claims without stored runs read NOT RUN with the command
+  weince     the WeiNCE noise-floor simulation and the W5 verdict (cached); POT and link-selection
+             tables from RESULTS/weince/pot_scores.csv (column score) and
+             RESULTS/weince/link_candidates.npz when present
+  pickup     results produced elsewhere: claim records RESULTS/records/*.json (theory.claims JSON)
+             and tables RESULTS/tables/<table>.csv
+  render     every figure its data allows: OUT/<id>.png (150 dpi) and OUT/<id>.pdf; the others are
+             listed as not available, with the reason and the command that produces their data
+  report     OUT/report.md and OUT/report.html (self-contained, opens offline)
+
+exit status: 0 when every stage ran and no theory check failed; 1 when a stage failed or a check
+FAILed (the report is still written and names it); 2 for a usage error.
+
+examples:
+  python -m figures                               # default scale, results/ -> results/figures/
+  python -m figures --scale quick --out /tmp/fig  # smoke test (well under a minute)
+  python -m figures --only spectrum_scl S3        # one figure and every figure of claim S3
+  python -m figures --list                        # the figure ids, their claims and tables
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argparse parser of ``python -m figures``."""
+    p = argparse.ArgumentParser(
+        prog="python -m figures",
+        description="The main job of the project: run (or reuse from the cache) the theory checks and the "
+                    "WeiNCE diagnostics, pick up stored synthetic and real-data results, render every "
+                    "figure the data allows and write the claims report (report.md, report.html).",
+        epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--scale", choices=("quick", "default", "paper"), default="default",
+                   help="size of the computations: quick (theory --quick, small Monte Carlo: well under a "
+                        "minute, for tests), default (the full theory checks, the authors' 12 000 noise-floor "
+                        "replications) or paper (larger Monte Carlo samples); synthetic results of the "
+                        "matching grid scale are preferred (default: default)")
+    p.add_argument("--only", nargs="+", metavar="ID", default=None,
+                   help="render only these figures: figure ids (see --list) or claim ids (every figure "
+                        "showing that claim); the report still lists every claim")
+    p.add_argument("--results", default="results", metavar="DIR",
+                   help="results folder read by the stages and holding the cache (default: results)")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="output folder of the figures and the report (default: RESULTS/figures, i.e. "
+                        "results/figures)")
+    p.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="worker processes that render figures in parallel (default 1: in this process)")
+    p.add_argument("--scheduler", default=None, metavar="ADDR",
+                   help="dask.distributed scheduler address (tcp://host:8786) for stages that train; the "
+                        "current stages only read stored results, so it is recorded in the report and passed "
+                        "on, and nothing is sent to it")
+    p.add_argument("--seed", type=int, default=0, metavar="S",
+                   help="seed of the theory checks and Monte Carlo producers (default 0); part of the cache key")
+    p.add_argument("--refresh", action="store_true",
+                   help="ignore the cache: recompute the cached stages and overwrite their entries")
+    p.add_argument("--list", action="store_true",
+                   help="list the figure ids with their claims and input tables, then exit")
+    prog = p.add_mutually_exclusive_group()
+    prog.add_argument("--progress", dest="progress", action="store_true", default=None,
+                      help="always draw the progress bar (default: only when stderr is a terminal; otherwise "
+                           "one-line progress messages)")
+    prog.add_argument("--no-progress", dest="progress", action="store_false",
+                      help="no progress bar and no progress messages")
+    return p
+
+
+def _list(stream=None) -> None:
+    from figures import registry
+
+    stream = sys.stdout if stream is None else stream
+    specs = registry.all_figures()
+    width = max(len(s.id) for s in specs)
+    for s in specs:
+        tables = "; ".join(f"{n.name}({', '.join(n.columns)})" + ("" if n.required else " optional")
+                           for n in s.needs)
+        print(f"{s.id:{width}}  [{', '.join(s.claims)}]  {s.title}", file=stream)
+        print(f"{'':{width}}  tables: {tables}", file=stream)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if args.jobs < 1:
+        parser.error(f"--jobs must be >= 1, got {args.jobs}")
+    if args.seed < 0:
+        parser.error(f"--seed must be >= 0, got {args.seed}")
+    if args.list:
+        _list()
+        return 0
+    results = Path(args.results)
+    if results.exists() and not results.is_dir():
+        parser.error(f"--results must be a folder, got the file {results}")
+    out = Path(args.out) if args.out is not None else results / "figures"
+    if out.exists() and not out.is_dir():
+        parser.error(f"--out must be a folder, got the file {out}")
+    from figures import registry
+
+    try:
+        figures = registry.select(args.only)
+    except ValueError as exc:
+        parser.error(str(exc))
+    from figures.progress import Progress
+    from figures.stages import Context, run_stages
+
+    bar = args.progress if args.progress is not None else None
+    progress = Progress(0, bar=bar, quiet=args.progress is False)
+    ctx = Context(scale=args.scale, results=results, out=out, figures=figures, jobs=args.jobs,
+                  scheduler=args.scheduler, seed=args.seed, refresh=args.refresh, progress=progress, argv=argv)
+    t0 = time.perf_counter()
+    try:
+        status = run_stages(ctx)
+    except KeyboardInterrupt:
+        progress.close()
+        print("\ninterrupted; cached stages are kept, the same command resumes from them", file=sys.stderr)
+        return 130
+    progress.close()
+    for s in ctx.stages:
+        print(f"{s.name:10} {s.status:7} {s.seconds:6.1f} s  {s.detail}")
+    n = {k: sum(f.status == k for f in ctx.rendered) for k in ("rendered", "not available", "failed")}
+    print(f"figures: {n['rendered']} rendered, {n['not available']} not available, {n['failed']} failed -> {out}")
+    for kind in ("html", "md", "failed"):
+        if kind in ctx.report_paths:
+            print(f"report: {ctx.report_paths[kind]}")
+    print(f"total {time.perf_counter() - t0:.1f} s, exit status {status}")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,85 @@
+"""``python -m figures``: --help explains every flag, --list, usage errors, a quick end-to-end run."""
+
+from __future__ import annotations
+
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from figures import registry
+from figures.__main__ import build_parser, main
+from figures.sources import claims
+
+ROOT = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+
+
+def _cli(*args: str, cwd: Path = ROOT, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "figures", *args], cwd=cwd, env=ENV, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_help_explains_every_flag(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["--help"])
+    assert exc.value.code == 0
+    text = capsys.readouterr().out
+    for action in build_parser()._actions:
+        for opt in action.option_strings:
+            assert opt in text, opt
+        if action.option_strings and action.help:
+            assert len(action.help) > 20, action.option_strings
+    assert "results/figures" in text and "exit status" in text
+
+
+def test_list_prints_every_figure(capsys):
+    assert main(["--list"]) == 0
+    out = capsys.readouterr().out
+    for s in registry.all_figures():
+        assert s.id in out
+
+
+def test_usage_errors_exit_2(tmp_path, capsys):
+    for argv in (["--only", "no_such_figure"], ["--jobs", "0"], ["--scale", "huge"],
+                 ["--results", str(tmp_path / "f.txt")]):
+        (tmp_path / "f.txt").write_text("x")
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        assert exc.value.code == 2, argv
+    assert "--only" in capsys.readouterr().err
+
+
+def _child_cpu() -> float:
+    u = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return u.ru_utime + u.ru_stime
+
+
+def test_quick_end_to_end_then_warm(tmp_path):
+    """The brief's command from a cold cache: well under a minute of CPU (the wall-clock bound is
+    looser because the test machine's cores are shared), then a warm run that reuses the cache."""
+    out = tmp_path / "out"
+    t0, c0 = time.perf_counter(), _child_cpu()
+    r = _cli("--scale", "quick", "--out", str(out), cwd=tmp_path)
+    cold, cpu = time.perf_counter() - t0, _child_cpu() - c0
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert cpu < 60 and cold < 120, (cpu, cold)
+    assert f"report: {out / 'report.html'}" in r.stdout
+    assert (out / "report.md").is_file() and (out / "report.html").is_file()
+    for fid in ("harris_gap", "hucl_at_nc", "gram_etf", "noise_floor"):
+        assert (out / f"{fid}.png").stat().st_size > 1000 and (out / f"{fid}.pdf").is_file()
+    assert not (out / "conditions_scl.png").exists()  # no synthetic results: not available
+    assert "[figures " in r.stderr  # progress lines, stderr is not a terminal
+    md = (out / "report.md").read_text()
+    for cid in claims.CATALOGUE:
+        assert f"| {cid} |" in md
+    assert (tmp_path / "results" / "cache" / "figures" / "theory").is_dir()  # default --results
+    t0 = time.perf_counter()
+    warm = _cli("--scale", "quick", "--out", str(out), "--no-progress", cwd=tmp_path)
+    assert warm.returncode == 0, warm.stderr[-3000:]
+    assert time.perf_counter() - t0 < cold
+    assert "cached" in warm.stdout and warm.stderr.strip() == ""

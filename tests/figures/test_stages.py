@@ -1,0 +1,195 @@
+"""Stages: swappable producers, the cache (cold vs warm), failures, pickup, progress lines."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pandas as pd
+import pytest
+
+from figures import registry
+from figures.cache import StageCache, source_key
+from figures.progress import Progress
+from figures.sources import claims
+from figures.stages import (Context, PickupStage, RenderStage, ReportStage, SyntheticStage, TheoryStage,
+                            WeinceStage, run_stages)
+
+V = claims.Verdict
+
+
+class Counter:
+    def __init__(self, fn):
+        self.fn, self.calls = fn, 0
+
+    def __call__(self, *a, **k):
+        self.calls += 1
+        return self.fn(*a, **k)
+
+
+def _checks(scale, seed):
+    sub = claims.SubCheck.tolerance("x", 0.0, 1e-9)
+    return [claims.Claim.from_subchecks(cid, [sub], command="python -m theory") for cid in claims.CHECK_IDS]
+
+
+def _ctx(tmp_path, ids=("harris_gap", "hucl_at_nc", "noise_floor"), **kw):
+    return Context(scale="quick", results=tmp_path / "res", out=tmp_path / "out",
+                   figures=[registry.get(i) for i in ids], **kw)
+
+
+def _theory(theory_tables, counters):
+    return TheoryStage(checks=counters["checks"], tables={
+        "harris_gap": counters["harris"], "hucl_nc": lambda s, seed: theory_tables["hucl_nc"],
+        "gram": lambda s, seed: theory_tables["gram"]})
+
+
+def test_theory_stage_caches_claims_and_tables(tmp_path, theory_tables):
+    counters = {"checks": Counter(_checks), "harris": Counter(lambda s, seed: theory_tables["harris_gap"])}
+    for run in range(2):
+        ctx = _ctx(tmp_path)
+        detail = _theory(theory_tables, counters).run(ctx)
+        assert [r.id for r in ctx.records] == list(claims.CHECK_IDS)
+        assert "gram" not in ctx.tables  # no selected figure needs it
+        pd.testing.assert_frame_equal(ctx.tables["harris_gap"], theory_tables["harris_gap"], check_dtype=False)
+        assert ("cached" in detail) == (run == 1), detail
+    assert counters["checks"].calls == 1 and counters["harris"].calls == 1
+    ctx = _ctx(tmp_path, refresh=True)  # --refresh recomputes
+    _theory(theory_tables, counters).run(ctx)
+    assert counters["checks"].calls == 2
+    ctx = Context(scale="default", results=tmp_path / "res", out=tmp_path / "out", figures=[])
+    _theory(theory_tables, counters).run(ctx)  # another scale: another cache entry
+    assert counters["checks"].calls == 3
+
+
+def test_source_key_follows_the_file_contents(tmp_path):
+    a = tmp_path / "a.py"
+    a.write_text("x = 1\n")
+    k1 = source_key([a], "quick")
+    assert source_key([a], "quick") == k1 and source_key([a], "default") != k1
+    a.write_text("x = 2\n")
+    assert source_key([a], "quick") != k1
+    with pytest.raises(ValueError, match="paths must be files"):
+        source_key([tmp_path], "quick")
+
+
+def test_unreadable_cached_table_is_recomputed(tmp_path):
+    c = StageCache(tmp_path, "theory", "quick", "0" * 64)
+    c.write_table("t", pd.DataFrame({"a": [1.5, 2.25]}))
+    assert c.read_table("t")["a"].tolist() == [1.5, 2.25]
+    (c.folder / "t.csv").write_bytes(b"\xff\xfe\x00garbage")
+    assert c.read_table("t") is None
+    with pytest.raises(ValueError, match="stage"):
+        StageCache(tmp_path, "../x", "quick", "k")
+
+
+def test_a_failing_stage_is_named_and_the_report_still_written(tmp_path, theory_tables):
+    def boom(results):
+        raise RuntimeError("synthetic store unreadable")
+
+    ctx = _ctx(tmp_path)
+    stages = [_theory(theory_tables, {"checks": _checks, "harris": lambda s, seed: theory_tables["harris_gap"]}),
+              SyntheticStage(load=boom), WeinceStage(noise_floor=lambda s, seed: theory_tables["noise_floor"]),
+              PickupStage(), RenderStage(), ReportStage()]
+    status = run_stages(ctx, stages)
+    assert status == 1
+    assert [s.status for s in ctx.stages] == ["ok", "failed", "ok", "ok", "ok", "ok"]
+    md = ctx.report_paths["md"].read_text()
+    assert "**Failed stages:** `synthetic` (RuntimeError: synthetic store unreadable)" in md
+    assert ctx.report_paths["html"].is_file()
+    assert {f.id: f.status for f in ctx.rendered} == {"harris_gap": "rendered", "hucl_at_nc": "rendered",
+                                                      "noise_floor": "rendered"}
+
+
+def test_failed_check_gives_a_nonzero_status(tmp_path, theory_tables):
+    def failing(scale, seed):
+        recs = _checks(scale, seed)
+        recs[0] = claims.Claim.from_subchecks("T1", [claims.SubCheck.tolerance("x", 1.0, 1e-9)])
+        return recs
+
+    ctx = _ctx(tmp_path, ids=())
+    stages = [TheoryStage(checks=failing, tables={}), ReportStage()]
+    assert run_stages(ctx, stages) == 1 and all(s.status == "ok" for s in ctx.stages)
+
+
+def test_pickup_reads_claims_and_tables(tmp_path, theory_tables):
+    res = tmp_path / "res"
+    (res / "records").mkdir(parents=True)
+    (res / "tables").mkdir()
+    rec = claims.Claim("R1", V.PARTLY, (claims.Evidence("NCM HSCL beta=5", 55.0, 1.0, "std", n=3, unit="%"),),
+                       command="python -m realdata train ...")
+    (res / "records" / "realdata.json").write_text(claims.to_json([rec]))
+    theory_tables["harris_gap"].to_csv(res / "tables" / "harris_gap.csv", index=False)
+    ctx = _ctx(tmp_path)
+    detail = PickupStage().run(ctx)
+    assert "1 claim records" in detail and "harris_gap" in detail
+    assert ctx.records[0].id == "R1" and ctx.records[0].verdict == V.PARTLY
+    assert len(ctx.tables["harris_gap"]) == len(theory_tables["harris_gap"])
+    (res / "records" / "bad.json").write_text(json.dumps({"not": "a list"}))
+    with pytest.raises(ValueError, match="bad.json"):
+        PickupStage().run(_ctx(tmp_path))
+
+
+def test_synthetic_stage_without_results_marks_claims_not_run(tmp_path):
+    ctx = _ctx(tmp_path, ids=("conditions_scl",))
+    detail = SyntheticStage().run(ctx)
+    assert "no synthetic results" in detail and "synthetic" not in ctx.tables
+    ids = [r.id for r in ctx.records]
+    assert ids == ["S1", "S2", "S3", "S4", "R5", "R4"]
+    assert all(r.verdict == V.NOT_RUN and "python -m synthetic sweep" in r.command for r in ctx.records)
+    assert str(tmp_path / "res") in ctx.records[0].command and "--scale quick" in ctx.records[0].command
+
+
+def test_progress_lines_when_not_a_terminal():
+    buf = io.StringIO()
+    p = Progress(3, stream=buf, interval=1e-9)
+    p.stage("theory")
+    p.advance(1, "checks")
+    p.stage_done("theory", "ok", 1.0)
+    p.close()
+    lines = buf.getvalue().splitlines()
+    assert lines and all(line.startswith("[figures ") for line in lines)
+    assert any("1/3 (33 %) theory: checks" in line for line in lines)
+    quiet = io.StringIO()
+    q = Progress(1, stream=quiet, quiet=True)
+    q.stage("x")
+    q.advance()
+    assert quiet.getvalue() == ""
+    with pytest.raises(ValueError, match="total"):
+        Progress(-1)
+
+
+def test_parallel_rendering_gives_the_same_files(tmp_path, all_tables):
+    ids = ("harris_gap", "hucl_at_nc", "gram_etf")
+    out = {}
+    for jobs in (1, 2):
+        ctx = Context(scale="quick", results=tmp_path, out=tmp_path / f"out{jobs}",
+                      figures=[registry.get(i) for i in ids], jobs=jobs)
+        ctx.tables = dict(all_tables)
+        RenderStage().run(ctx)
+        out[jobs] = sorted(p.name for p in ctx.out.iterdir() if not p.name.startswith("."))
+        assert [f.status for f in ctx.rendered] == ["rendered"] * 3
+    assert out[1] == out[2] == sorted(f"{i}.{e}" for i in ids for e in ("png", "pdf"))
+
+
+def test_context_validates_its_arguments(tmp_path):
+    with pytest.raises(ValueError, match="scale"):
+        Context(scale="huge", results=tmp_path, out=tmp_path, figures=[])
+    with pytest.raises(ValueError, match="jobs"):
+        Context(scale="quick", results=tmp_path, out=tmp_path, figures=[], jobs=0)
+
+
+def test_unchanged_figures_keep_their_files_and_stale_ones_go(tmp_path, theory_tables):
+    from figures.stages import render_figure
+
+    spec = registry.get("harris_gap")
+    tables = {"harris_gap": theory_tables["harris_gap"]}
+    first = render_figure(spec, tables, tmp_path, reuse=True)
+    assert first.status == "rendered" and not first.reused
+    mtime = (tmp_path / "harris_gap.png").stat().st_mtime_ns
+    again = render_figure(spec, tables, tmp_path, reuse=True)
+    assert again.reused and (tmp_path / "harris_gap.png").stat().st_mtime_ns == mtime
+    changed = {"harris_gap": tables["harris_gap"].assign(estimate=tables["harris_gap"]["estimate"] * 2)}
+    assert not render_figure(spec, changed, tmp_path, reuse=True).reused
+    assert not render_figure(spec, changed, tmp_path, reuse=False).reused
+    gone = render_figure(spec, {}, tmp_path, reuse=True)
+    assert gone.status == "not available" and not list(tmp_path.iterdir())
