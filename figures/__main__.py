@@ -46,40 +46,87 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m figures",
         description="The main job of the project: run (or reuse from the cache) the theory checks and the "
-                    "WeiNCE diagnostics, pick up stored synthetic and real-data results, render every "
-                    "figure the data allows and write the claims report (report.md, report.html).",
-        epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--scale", choices=("quick", "default", "paper"), default="default",
-                   help="size of the computations: quick (theory --quick, small Monte Carlo: well under a "
-                        "minute, for tests), default (the full theory checks, the authors' 12 000 noise-floor "
-                        "replications) or paper (larger Monte Carlo samples); synthetic results of the "
-                        "matching grid scale are preferred (default: default)")
-    p.add_argument("--only", nargs="+", metavar="ID", default=None,
-                   help="render only these figures: figure ids (see --list) or claim ids (every figure "
-                        "showing that claim); the report still lists every claim")
-    p.add_argument("--results", default="results", metavar="DIR",
-                   help="results folder read by the stages and holding the cache (default: results)")
-    p.add_argument("--out", default=None, metavar="DIR",
-                   help="output folder of the figures and the report (default: RESULTS/figures, i.e. "
-                        "results/figures)")
-    p.add_argument("--jobs", type=int, default=1, metavar="N",
-                   help="worker processes that render figures in parallel (default 1: in this process)")
-    p.add_argument("--scheduler", default=None, metavar="ADDR",
-                   help="dask.distributed scheduler address (tcp://host:8786) for stages that train; the "
-                        "current stages only read stored results, so it is recorded in the report and passed "
-                        "on, and nothing is sent to it")
-    p.add_argument("--seed", type=int, default=0, metavar="S",
-                   help="seed of the theory checks and Monte Carlo producers (default 0); part of the cache key")
-    p.add_argument("--refresh", action="store_true",
-                   help="ignore the cache: recompute the cached stages and overwrite their entries")
-    p.add_argument("--list", action="store_true",
-                   help="list the figure ids with their claims and input tables, then exit")
+        "WeiNCE diagnostics, pick up stored synthetic and real-data results, render every "
+        "figure the data allows and write the claims report (report.md, report.html).",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--scale",
+        choices=("quick", "default", "paper"),
+        default="default",
+        help="size of the computations: quick (theory --quick, small Monte Carlo: well under a "
+        "minute, for tests), default (the full theory checks, the authors' 12 000 noise-floor "
+        "replications) or paper (larger Monte Carlo samples); synthetic results of the "
+        "matching grid scale are preferred (default: default)",
+    )
+    p.add_argument(
+        "--only",
+        nargs="+",
+        metavar="ID",
+        default=None,
+        help="render only these figures: figure ids (see --list) or claim ids (every figure "
+        "showing that claim); the report still lists every claim",
+    )
+    p.add_argument(
+        "--results",
+        default="results",
+        metavar="DIR",
+        help="results folder read by the stages and holding the cache (default: results)",
+    )
+    p.add_argument(
+        "--out",
+        default=None,
+        metavar="DIR",
+        help="output folder of the figures and the report (default: RESULTS/figures, i.e. results/figures)",
+    )
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        metavar="N",
+        help="worker processes that render figures in parallel (default 1: in this process)",
+    )
+    p.add_argument(
+        "--scheduler",
+        default=None,
+        metavar="ADDR",
+        help="dask.distributed scheduler address (tcp://host:8786) for stages that train; the "
+        "current stages only read stored results, so it is recorded in the report and passed "
+        "on, and nothing is sent to it",
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        metavar="S",
+        help="seed of the theory checks and Monte Carlo producers (default 0); part of the cache key",
+    )
+    p.add_argument(
+        "--refresh",
+        action="store_true",
+        help="ignore the cache: recompute the cached stages and overwrite their entries",
+    )
+    p.add_argument(
+        "--list",
+        action="store_true",
+        help="list the figure ids with their claims and input tables, then exit",
+    )
     prog = p.add_mutually_exclusive_group()
-    prog.add_argument("--progress", dest="progress", action="store_true", default=None,
-                      help="always draw the progress bar (default: only when stderr is a terminal; otherwise "
-                           "one-line progress messages)")
-    prog.add_argument("--no-progress", dest="progress", action="store_false",
-                      help="no progress bar and no progress messages")
+    prog.add_argument(
+        "--progress",
+        dest="progress",
+        action="store_true",
+        default=None,
+        help="always draw the progress bar (default: only when stderr is a terminal; otherwise "
+        "one-line progress messages)",
+    )
+    prog.add_argument(
+        "--no-progress",
+        dest="progress",
+        action="store_false",
+        help="no progress bar and no progress messages",
+    )
     return p
 
 
@@ -90,8 +137,9 @@ def _list(stream=None) -> None:
     specs = registry.all_figures()
     width = max(len(s.id) for s in specs)
     for s in specs:
-        tables = "; ".join(f"{n.name}({', '.join(n.columns)})" + ("" if n.required else " optional")
-                           for n in s.needs)
+        tables = "; ".join(
+            f"{n.name}({', '.join(n.columns)})" + ("" if n.required else " optional") for n in s.needs
+        )
         print(f"{s.id:{width}}  [{', '.join(s.claims)}]  {s.title}", file=stream)
         print(f"{'':{width}}  tables: {tables}", file=stream)
 
@@ -125,8 +173,18 @@ def main(argv: list[str] | None = None) -> int:
 
     bar = args.progress if args.progress is not None else None
     progress = Progress(0, bar=bar, quiet=args.progress is False)
-    ctx = Context(scale=args.scale, results=results, out=out, figures=figures, jobs=args.jobs,
-                  scheduler=args.scheduler, seed=args.seed, refresh=args.refresh, progress=progress, argv=argv)
+    ctx = Context(
+        scale=args.scale,
+        results=results,
+        out=out,
+        figures=figures,
+        jobs=args.jobs,
+        scheduler=args.scheduler,
+        seed=args.seed,
+        refresh=args.refresh,
+        progress=progress,
+        argv=argv,
+    )
     t0 = time.perf_counter()
     try:
         status = run_stages(ctx)
@@ -138,7 +196,9 @@ def main(argv: list[str] | None = None) -> int:
     for s in ctx.stages:
         print(f"{s.name:10} {s.status:7} {s.seconds:6.1f} s  {s.detail}")
     n = {k: sum(f.status == k for f in ctx.rendered) for k in ("rendered", "not available", "failed")}
-    print(f"figures: {n['rendered']} rendered, {n['not available']} not available, {n['failed']} failed -> {out}")
+    print(
+        f"figures: {n['rendered']} rendered, {n['not available']} not available, {n['failed']} failed -> {out}"
+    )
     for kind in ("html", "md", "failed"):
         if kind in ctx.report_paths:
             print(f"report: {ctx.report_paths[kind]}")

@@ -101,7 +101,9 @@ class StageCache:
         enabled: False makes every lookup miss (``--refresh``) while still writing.
     """
 
-    def __init__(self, root: os.PathLike | str, stage: str, scale: str, key: str, *, enabled: bool = True) -> None:
+    def __init__(
+        self, root: os.PathLike | str, stage: str, scale: str, key: str, *, enabled: bool = True
+    ) -> None:
         for name, v in (("stage", stage), ("scale", scale), ("key", key)):
             if not isinstance(v, str) or not v or "/" in v or v.startswith("."):
                 raise ValueError(f"{name} must be a non-empty name without '/', got {v!r}")

@@ -22,31 +22,31 @@ SCALES = ("quick", "default", "paper")
 CLAIM_COMMANDS: dict[str, str] = {
     **{cid: "python -m theory{quick}" for cid in CHECK_IDS},
     "S1": "python -m synthetic sweep s1_scl_hscl_nc{scale} --results {results}/synthetic && "
-          "python -m synthetic claims {results}/synthetic",
+    "python -m synthetic claims {results}/synthetic",
     "S2": "python -m synthetic sweep s2_ucl_positives{scale} --results {results}/synthetic && "
-          "python -m synthetic claims {results}/synthetic",
+    "python -m synthetic claims {results}/synthetic",
     "S3": "python -m synthetic sweep s3_hucl_beta{scale} --results {results}/synthetic && "
-          "python -m synthetic claims {results}/synthetic",
+    "python -m synthetic claims {results}/synthetic",
     "S4": "python -m synthetic sweep s4_no_normalisation{scale} --results {results}/synthetic && "
-          "python -m synthetic claims {results}/synthetic",
+    "python -m synthetic claims {results}/synthetic",
     "R5": "python -m synthetic sweep r5_batch_size{scale} --results {results}/synthetic && "
-          "python -m synthetic claims {results}/synthetic",
+    "python -m synthetic claims {results}/synthetic",
     "R4": "python -m synthetic sweep r4_near_nc{scale} --results {results}/synthetic "
-          "(near-NC-initialisation grid: not shipped yet)",
+    "(near-NC-initialisation grid: not shipped yet)",
     "R1": "python -m realdata train --dataset cifar100 --method HSCL --beta B --normalization ball "
-          "--results {results}/realdata, B in 0 2 5 10 30 (real-data package: not available yet)",
+    "--results {results}/realdata, B in 0 2 5 10 30 (real-data package: not available yet)",
     "R2": "python -m realdata train --dataset cifar100 --method HSCL --beta B --normalization ball "
-          "--results {results}/realdata, B in 0 2 5 10 30 (real-data package: not available yet)",
+    "--results {results}/realdata, B in 0 2 5 10 30 (real-data package: not available yet)",
     "R3": "python -m realdata train --dataset cifar100 --method HUCL --beta B --normalization ball "
-          "--results {results}/realdata, B in 0 2 5 10 30 (real-data package: not available yet)",
+    "--results {results}/realdata, B in 0 2 5 10 30 (real-data package: not available yet)",
     "W1": "python -m realdata train --dataset cifar100 --method WeiNCE --results {results}/realdata, then "
-          "its POT scores into {results}/weince/pot_scores.csv (real-data package: not available yet)",
+    "its POT scores into {results}/weince/pot_scores.csv (real-data package: not available yet)",
     "W2": "python -m realdata train --dataset cifar100 --method WeiNCE --results {results}/realdata, then "
-          "its link candidates into {results}/weince/link_candidates.npz (real-data package: not available yet)",
+    "its link candidates into {results}/weince/link_candidates.npz (real-data package: not available yet)",
     "W3": "python -m realdata train --dataset cifar100 --arch resnet18 --method InfoNCE|WeiNCE "
-          "--results {results}/realdata && python -m realdata eval ... (real-data package: not available yet)",
+    "--results {results}/realdata && python -m realdata eval ... (real-data package: not available yet)",
     "W4": "python -m benchmarks.bench_weince (step-time overhead; the GPU check of the real-data package "
-          "is not available yet)",
+    "is not available yet)",
     "W5": "python -m figures --only noise_floor{scale}",
 }
 
@@ -68,5 +68,6 @@ def command_for(claim_id: str, *, results: str | os.PathLike = "results", scale:
     if not isinstance(scale, str) or not re.match(r"^[A-Za-z0-9_]+$", scale):
         raise ValueError(f"scale must be one of {SCALES} or a grid scale name, got {scale!r}")
     grid_scale = "" if scale == "default" else f" --scale {scale}"
-    return CLAIM_COMMANDS[claim_id].format(results=str(results), quick=" --quick" if scale == "quick" else "",
-                                           scale=grid_scale)
+    return CLAIM_COMMANDS[claim_id].format(
+        results=str(results), quick=" --quick" if scale == "quick" else "", scale=grid_scale
+    )

@@ -42,7 +42,9 @@ def check(tables: dict[str, pd.DataFrame], **_: Any) -> str | None:
     t = tables.get("synthetic")
     if t is None or "batch_size" not in t.columns:
         return "table 'synthetic' has no batch_size column"
-    most = t.groupby("grid")["batch_size"].nunique().max() if "grid" in t.columns else t["batch_size"].nunique()
+    most = (
+        t.groupby("grid")["batch_size"].nunique().max() if "grid" in t.columns else t["batch_size"].nunique()
+    )
     if most < 2:
         return "no grid of the 'synthetic' table varies the batch size"
     return None
@@ -65,15 +67,21 @@ def render(tables: dict[str, pd.DataFrame], where: dict | None = None) -> Figure
     t = tables.get("synthetic")
     if t is None or any(c not in t.columns for c in COLUMNS):
         raise ValueError(f"tables['synthetic'] must have the columns {list(COLUMNS)}")
-    rows, setting = frames.pick_setting(t, where=where,
-                                        exclude=("batch_size", "num_classes", "method", "beta", "epochs",
-                                                 "eval_every"),
-                                        maximise=("batch_size", "num_classes"))
+    rows, setting = frames.pick_setting(
+        t,
+        where=where,
+        exclude=("batch_size", "num_classes", "method", "beta", "epochs", "eval_every"),
+        maximise=("batch_size", "num_classes"),
+    )
     rows = rows.assign(batch=_effective_batch(rows))
     last = frames.final_rows(rows)
     groups = [c for c in ("num_classes", "method", "beta") if c in last.columns and last[c].nunique() > 1]
     fig, axes = style.new_figure(1, 3, width=17.0, height=5.0)
-    keys = [k if isinstance(k, tuple) else (k,) for k in last.groupby(groups, sort=True).groups] if groups else [None]
+    keys = (
+        [k if isinstance(k, tuple) else (k,) for k in last.groupby(groups, sort=True).groups]
+        if groups
+        else [None]
+    )
 
     def part(frame: pd.DataFrame, key: tuple | None) -> pd.DataFrame:
         if key is None:
@@ -86,8 +94,9 @@ def render(tables: dict[str, pd.DataFrame], where: dict | None = None) -> Figure
         return ", ".join(f"{c}={v:g}" if isinstance(v, float) else f"{c}={v}" for c, v in zip(groups, key))
 
     pal = sns.color_palette("crest", max(len(keys), 1))
-    for k, (metric, ylabel) in enumerate((("etf_mean", "mean | cos(μ_c, μ_c′) + 1/(C−1) |"),
-                                          ("within_class_variation", "mean ‖z − μ_c‖"))):
+    for k, (metric, ylabel) in enumerate(
+        (("etf_mean", "mean | cos(μ_c, μ_c′) + 1/(C−1) |"), ("within_class_variation", "mean ‖z − μ_c‖"))
+    ):
         ax = axes[0, k]
         for i, key in enumerate(keys):
             g = style.aggregate_seeds(frames.finite(part(last, key), metric), "batch", metric)
@@ -97,8 +106,13 @@ def render(tables: dict[str, pd.DataFrame], where: dict | None = None) -> Figure
         bs = sorted(last["batch"].unique())
         ax.set_xticks(bs)
         ax.set_xticklabels([f"{int(b)}" for b in bs])
-        style.finish_axes(ax, title=("ETF deviation" if k == 0 else "within-class variation") + " (final epoch)",
-                          xlabel="batch size", ylabel=ylabel, loc="best")
+        style.finish_axes(
+            ax,
+            title=("ETF deviation" if k == 0 else "within-class variation") + " (final epoch)",
+            xlabel="batch size",
+            ylabel=ylabel,
+            loc="best",
+        )
     ax = axes[0, 2]
     x = "steps" if "steps" in rows.columns else "epoch"
     derived = False
@@ -116,12 +130,21 @@ def render(tables: dict[str, pd.DataFrame], where: dict | None = None) -> Figure
     if x == "steps":
         ax.set_xscale("symlog", linthresh=10.0)
         ax.set_xlim(left=0)
-    style.finish_axes(ax, title="ETF deviation over training" + ("" if keys[-1] is None else f" ({label(keys[-1])})"),
-                      xlabel=("optimisation steps = epoch × ⌊N / batch⌋" if derived else "optimisation steps")
-                      if x == "steps" else "epoch",
-                      ylabel="mean | cos(μ_c, μ_c′) + 1/(C−1) |", loc="upper right")
+    style.finish_axes(
+        ax,
+        title="ETF deviation over training" + ("" if keys[-1] is None else f" ({label(keys[-1])})"),
+        xlabel=("optimisation steps = epoch × ⌊N / batch⌋" if derived else "optimisation steps")
+        if x == "steps"
+        else "epoch",
+        ylabel="mean | cos(μ_c, μ_c′) + 1/(C−1) |",
+        loc="upper right",
+    )
     fig.suptitle("Batch-size study")
-    style.note(fig, "seed mean ± std; " + frames.setting_text(rows, setting, columns=("grid", "encoder", "normalization")))
+    style.note(
+        fig,
+        "seed mean ± std; "
+        + frames.setting_text(rows, setting, columns=("grid", "encoder", "normalization")),
+    )
     return fig
 
 
@@ -135,6 +158,6 @@ FIGURES = (
         check=check,
         produce="python -m synthetic sweep r5_batch_size --results {results}/synthetic",
         description="Final ETF deviation and within-class variation against the batch size, and the ETF "
-                    "deviation over training per batch size.",
+        "deviation over training per batch size.",
     ),
 )

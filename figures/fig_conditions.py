@@ -39,16 +39,18 @@ def check(tables: dict[str, pd.DataFrame], family: str = "SCL", **_: Any) -> str
     return None
 
 
-def curves_by_beta(ax: Axes, rows: pd.DataFrame, metric: str, family: str | None,
-                   x: str = "epoch") -> list[float]:
+def curves_by_beta(
+    ax: Axes, rows: pd.DataFrame, metric: str, family: str | None, x: str = "epoch"
+) -> list[float]:
     """Draw one seed-band curve of ``metric`` against ``x`` per beta; return the values drawn."""
     drawn: list[float] = []
     for b in frames.betas_of(rows):
         g = style.aggregate_seeds(rows[rows["beta"].astype(float) == b], x, metric)
         if len(g) == 0:
             continue
-        style.seed_band(ax, g[x], g["mean"], g["std"], color=style.beta_color(b),
-                        label=style.beta_label(b, family))
+        style.seed_band(
+            ax, g[x], g["mean"], g["std"], color=style.beta_color(b), label=style.beta_label(b, family)
+        )
         drawn += list(g["mean"] + g["std"]) + list(g["mean"] - g["std"])
     return drawn
 
@@ -83,8 +85,7 @@ def render(tables: dict[str, pd.DataFrame], family: str = "SCL", where: dict | N
         drawn = curves_by_beta(ax, frames.finite(rows, metric), metric, family)
         style.ideal_line(ax, 0.0, label="ideal 0")
         authors_ylim(ax, drawn, ylim)
-        style.finish_axes(ax, title=title, xlabel="epoch", ylabel=ylabel, legend=k == 0,
-                          loc="upper right")
+        style.finish_axes(ax, title=title, xlabel="epoch", ylabel=ylabel, legend=k == 0, loc="upper right")
     fig.suptitle(f"Neural-Collapse conditions over training, {frames.family_name(family)}")
     style.note(fig, "uncentred class means, seed mean ± std; " + frames.setting_text(rows, setting))
     return fig
@@ -100,8 +101,9 @@ def _table(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     return t
 
 
-PRODUCE = ("python -m synthetic sweep s1_scl_hscl_nc s2_ucl_positives s3_hucl_beta "
-           "--results {results}/synthetic")
+PRODUCE = (
+    "python -m synthetic sweep s1_scl_hscl_nc s2_ucl_positives s3_hucl_beta --results {results}/synthetic"
+)
 
 FIGURES = tuple(
     FigureSpec(
@@ -114,7 +116,7 @@ FIGURES = tuple(
         check=check,
         produce=PRODUCE,
         description=f"Unit-norm, zero-sum and equal-inner-product conditions of {frames.family_name(fam)} "
-                    "per beta over epochs (ideal 0).",
+        "per beta over epochs (ideal 0).",
         style_note="N2-N4",
     )
     for fam in ("SCL", "UCL")

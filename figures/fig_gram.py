@@ -51,8 +51,9 @@ def render(tables: dict[str, pd.DataFrame], annotate_max: int = 6) -> Figure:
     Cs = sorted(int(c) for c in t["num_classes"].unique())
     programs = [p for p in dict.fromkeys(t["program"].astype(str)) if p != ETF]
     programs += [ETF] if (t["program"].astype(str) == ETF).any() else []
-    fig, axes = style.new_figure(len(programs), len(Cs), width=3.6 * len(Cs) + 1.4,
-                                 height=3.3 * len(programs))
+    fig, axes = style.new_figure(
+        len(programs), len(Cs), width=3.6 * len(Cs) + 1.4, height=3.3 * len(programs)
+    )
     im = None
     for j, C in enumerate(Cs):
         gC = t[t["num_classes"].astype(int) == C]
@@ -68,9 +69,18 @@ def render(tables: dict[str, pd.DataFrame], annotate_max: int = 6) -> Figure:
             im = ax.imshow(m, cmap="vlag", vmin=-1.0, vmax=1.0)
             if C <= annotate_max:
                 for (r, c), v in np.ndenumerate(m):
-                    ax.text(c, r, f"{v:.2f}", ha="center", va="center", fontsize=7,
-                            color="white" if abs(v) > 0.6 else "black")
-            dev = "" if ref is None or prog == ETF else f"\nmax |G − G_ETF| = {np.nanmax(np.abs(m - ref)):.1e}"
+                    ax.text(
+                        c,
+                        r,
+                        f"{v:.2f}",
+                        ha="center",
+                        va="center",
+                        fontsize=7,
+                        color="white" if abs(v) > 0.6 else "black",
+                    )
+            dev = (
+                "" if ref is None or prog == ETF else f"\nmax |G − G_ETF| = {np.nanmax(np.abs(m - ref)):.1e}"
+            )
             ax.set_title(f"{prog}, C = {C}{dev}", fontsize=10)
             ax.set_xticks(range(C))
             ax.set_yticks(range(C))
@@ -80,7 +90,9 @@ def render(tables: dict[str, pd.DataFrame], annotate_max: int = 6) -> Figure:
     if im is not None:
         fig.colorbar(im, ax=axes, shrink=0.8, label="G[c, c′] = u_c · u_c′")
     fig.suptitle("Optimal Gram matrix (cvxpy) vs simplex-ETF Gram")
-    style.note(fig, "population loss over collapsed class representations, unit sphere, mean-form InfoNCE, τ = 1")
+    style.note(
+        fig, "population loss over collapsed class representations, unit sphere, mean-form InfoNCE, τ = 1"
+    )
     return fig
 
 

@@ -45,24 +45,37 @@ def render(tables: dict[str, pd.DataFrame]) -> Figure:
     for setting, g in t.groupby("setting", sort=True):
         g = g.sort_values("beta")
         color = style.method_color(_COLORS.get(str(setting), "HSCL"))
-        name = "HSCL − SCL (supervised)" if setting == "supervised" else "HUCL − UCL (unsupervised)" \
-            if setting == "unsupervised" else str(setting)
+        name = (
+            "HSCL − SCL (supervised)"
+            if setting == "supervised"
+            else "HUCL − UCL (unsupervised)"
+            if setting == "unsupervised"
+            else str(setting)
+        )
         ax.plot(g["beta"], g["estimate"], marker="o", color=color, label=name)
-        ax.fill_between(g["beta"].astype(float), g["ci_low"].astype(float), g["ci_high"].astype(float),
-                        color=color, alpha=0.25, linewidth=0)
+        ax.fill_between(
+            g["beta"].astype(float),
+            g["ci_low"].astype(float),
+            g["ci_high"].astype(float),
+            color=color,
+            alpha=0.25,
+            linewidth=0,
+        )
     level = float(t["confidence"].iloc[0])
     style.ideal_line(ax, 0.0, label="Harris bound: gap ≥ 0")
     ax.set_xscale("symlog", linthresh=1.0)
     betas = sorted(t["beta"].astype(float).unique())
     ax.set_xticks(betas)
     ax.set_xticklabels([f"{b:g}" for b in betas])
-    style.finish_axes(ax, xlabel="β (exponential tilt)", ylabel="E[ψ(hard)] − E[ψ(base)]",
-                      loc="upper left")
+    style.finish_axes(ax, xlabel="β (exponential tilt)", ylabel="E[ψ(hard)] − E[ψ(base)]", loc="upper left")
     fig.suptitle("Harris gap: hard-negative minus base loss")
     sizes = str(t["sizes"].iloc[0]) if "sizes" in t.columns else ""
     n = f", {int(t['num_pairs'].iloc[0])} pairs per point" if "num_pairs" in t.columns else ""
-    style.note(fig, f"Monte Carlo on random unit-ball features, band = {100 * level:g} % confidence interval{n}"
-               + (f"; {sizes}" if sizes else ""))
+    style.note(
+        fig,
+        f"Monte Carlo on random unit-ball features, band = {100 * level:g} % confidence interval{n}"
+        + (f"; {sizes}" if sizes else ""),
+    )
     return fig
 
 

@@ -44,18 +44,40 @@ def render(tables: dict[str, pd.DataFrame]) -> Figure:
     for ax, C in zip(axes[0], Cs):
         g = t[t["num_classes"].astype(int) == C].sort_values("beta")
         l1 = ax.plot(g["beta"], g["hucl_at_nc"], color=style.method_color("HUCL"), label="L_HUCL at NC")
-        ax.axhline(float(g["ucl_optimum"].iloc[0]), color="black", linestyle="--", linewidth=1.3,
-                   label=f"L*_UCL = {float(g['ucl_optimum'].iloc[0]):.4f}")
+        ax.axhline(
+            float(g["ucl_optimum"].iloc[0]),
+            color="black",
+            linestyle="--",
+            linewidth=1.3,
+            label=f"L*_UCL = {float(g['ucl_optimum'].iloc[0]):.4f}",
+        )
         if "scl_optimum" in g.columns:
-            ax.axhline(float(g["scl_optimum"].iloc[0]), color="0.45", linestyle=":", linewidth=1.3,
-                       label=f"L*_SCL = {float(g['scl_optimum'].iloc[0]):.4f}")
+            ax.axhline(
+                float(g["scl_optimum"].iloc[0]),
+                color="0.45",
+                linestyle=":",
+                linewidth=1.3,
+                label=f"L*_SCL = {float(g['scl_optimum'].iloc[0]):.4f}",
+            )
         if "limit" in g.columns:
-            ax.axhline(float(g["limit"].iloc[0]), color="0.6", linestyle="-.", linewidth=1.0,
-                       label=f"β → ∞: ψ(0,…,0) = {float(g['limit'].iloc[0]):.4f}")
+            ax.axhline(
+                float(g["limit"].iloc[0]),
+                color="0.6",
+                linestyle="-.",
+                linewidth=1.0,
+                label=f"β → ∞: ψ(0,…,0) = {float(g['limit'].iloc[0]):.4f}",
+            )
         ax2 = ax.twinx()
         ax2.grid(False)
-        l2 = ax2.plot(g["beta"], g["q"], color=style.method_color("UCL"), linestyle="-", linewidth=1.4,
-                      alpha=0.9, label="q(β), right axis")
+        l2 = ax2.plot(
+            g["beta"],
+            g["q"],
+            color=style.method_color("UCL"),
+            linestyle="-",
+            linewidth=1.4,
+            alpha=0.9,
+            label="q(β), right axis",
+        )
         ax2.set_ylim(0, 1.02)
         ax2.set_ylabel("q(β): probability a negative is same-class", color=style.method_color("UCL"))
         ax.set_xlabel("β (exponential tilt)")
@@ -77,6 +99,6 @@ FIGURES = (
         render=render,
         produce="python -m figures --only hucl_at_nc",
         description="The closed-form HUCL loss at NC rises with beta above L*_UCL as the collision "
-                    "probability q(beta) goes to 1.",
+        "probability q(beta) goes to 1.",
     ),
 )

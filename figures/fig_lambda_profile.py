@@ -50,18 +50,39 @@ def render(tables: dict[str, pd.DataFrame]) -> Figure:
     top = float(f["loglik"])
     fig, axes = style.new_figure(1, 1, width=8.0, height=5.0)
     ax = axes[0, 0]
-    ax.plot(prof["lam"], prof["loglik"].astype(float) - top, "o-", markersize=3,
-            color=style.method_color("WeiNCE"), label="profile log-likelihood − max")
+    ax.plot(
+        prof["lam"],
+        prof["loglik"].astype(float) - top,
+        "o-",
+        markersize=3,
+        color=style.method_color("WeiNCE"),
+        label="profile log-likelihood − max",
+    )
     ax.axhline(-CUT95, color="black", linestyle="--", linewidth=1.3, label="95 % cut: −χ²₁(0.95)/2")
-    ax.axvline(float(f["lam_hat"]), color=style.method_color("HSCL"), linestyle="-", linewidth=1.4,
-               label=f"λ̂ = {float(f['lam_hat']):.3f}")
-    ax.plot([0.0], [float(f["loglik0"]) - top], "s", color=style.method_color("InfoNCE"), markersize=7,
-            label=f"λ = 0 (softmax): LR = {float(f['lr_stat']):.2f}, p = {float(f['p_boundary']):.2g}")
+    ax.axvline(
+        float(f["lam_hat"]),
+        color=style.method_color("HSCL"),
+        linestyle="-",
+        linewidth=1.4,
+        label=f"λ̂ = {float(f['lam_hat']):.3f}",
+    )
+    ax.plot(
+        [0.0],
+        [float(f["loglik0"]) - top],
+        "s",
+        color=style.method_color("InfoNCE"),
+        markersize=7,
+        label=f"λ = 0 (softmax): LR = {float(f['lr_stat']):.2f}, p = {float(f['p_boundary']):.2g}",
+    )
     lo = max(float((prof["loglik"].astype(float) - top).min()), -10 * CUT95)
     ax.set_ylim(min(lo, -1.5 * CUT95) * 1.05, 0.1 * CUT95 + 0.2)
     ax.set_xlim(-0.02, 1.02)
-    style.finish_axes(ax, xlabel="λ (0 = softmax link, 1 = Weibit link)",
-                      ylabel="log-likelihood relative to its maximum", loc="lower right")
+    style.finish_axes(
+        ax,
+        xlabel="λ (0 = softmax link, 1 = Weibit link)",
+        ylabel="log-likelihood relative to its maximum",
+        loc="lower right",
+    )
     fig.suptitle("Link selection: profile likelihood of λ")
     tau = f", τ̂ = {float(f['tau_hat']):.3g}" if "tau_hat" in f.index else ""
     src = f"{f['source']}; " if "source" in f.index and isinstance(f["source"], str) else ""
@@ -74,12 +95,14 @@ FIGURES = (
         id="lambda_profile",
         title="Link selection: profile likelihood of λ",
         claims=("W2",),
-        needs=(TableNeed("lambda_profile", PROFILE, ("tau",)),
-               TableNeed("lambda_fit", FIT, ("tau_hat", "p_chi2", "source"))),
+        needs=(
+            TableNeed("lambda_profile", PROFILE, ("tau",)),
+            TableNeed("lambda_fit", FIT, ("tau_hat", "p_chi2", "source")),
+        ),
         render=render,
         produce="candidate similarities of a trained encoder: {results}/weince/link_candidates.npz "
-                "(arrays (M, C), positive in column 0), written by the real-data W2 run "
-                "(python -m realdata, not available yet)",
+        "(arrays (M, C), positive in column 0), written by the real-data W2 run "
+        "(python -m realdata, not available yet)",
         description="Profile likelihood of lambda with lambda-hat and the likelihood-ratio test of lambda = 0.",
     ),
 )

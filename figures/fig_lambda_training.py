@@ -18,8 +18,12 @@ from matplotlib.figure import Figure
 from figures import style
 from figures.registry import FigureSpec, TableNeed
 
-QUANTITIES = (("lambda", "λ (blend weight)"), ("lambda_rho", "λ_ρ (rank-correlation part)"),
-              ("lambda_aic", "λ_AIC (tail-AIC part)"), ("daic", "ΔAIC (Weibull vs exponential tail)"))
+QUANTITIES = (
+    ("lambda", "λ (blend weight)"),
+    ("lambda_rho", "λ_ρ (rank-correlation part)"),
+    ("lambda_aic", "λ_AIC (tail-AIC part)"),
+    ("daic", "ΔAIC (Weibull vs exponential tail)"),
+)
 
 
 def check(tables: dict[str, pd.DataFrame], **_) -> str | None:
@@ -58,7 +62,9 @@ def render(tables: dict[str, pd.DataFrame]) -> Figure:
         g = t.groupby("epoch")[q]
         qs = g.quantile([0.05, 0.25, 0.5, 0.75, 0.95]).unstack()
         ax.fill_between(qs.index, qs[0.05], qs[0.95], color=color, alpha=0.15, linewidth=0, label="5-95 %")
-        ax.fill_between(qs.index, qs[0.25], qs[0.75], color=color, alpha=0.35, linewidth=0, label="interquartile")
+        ax.fill_between(
+            qs.index, qs[0.25], qs[0.75], color=color, alpha=0.35, linewidth=0, label="interquartile"
+        )
         ax.plot(qs.index, qs[0.5], color=color, label="median")
         if q == "daic":
             style.ideal_line(ax, 0.0, label="ΔAIC = 0")
@@ -78,7 +84,7 @@ FIGURES = (
         render=render,
         check=check,
         produce="WeiNCE training diagnostics: {results}/tables/weince_gate.csv, written by WeiNCE training runs "
-                "(python -m realdata train --method WeiNCE, not available yet)",
+        "(python -m realdata train --method WeiNCE, not available yet)",
         description="Distribution over anchors of the WeiNCE blend weight and its parts, per epoch.",
     ),
 )

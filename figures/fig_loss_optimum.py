@@ -36,8 +36,10 @@ def check(tables: dict[str, pd.DataFrame], family: str = "SCL", **_: Any) -> str
     if not frames.has_family(t, family):
         return f"table 'synthetic' holds no {frames.family_name(family)} run"
     if len(_rows(t, family)) == 0:
-        return (f"no {frames.family_name(family)} run has a finite closed-form optimum "
-                "(needs ball or sphere normalisation and d >= C - 1)")
+        return (
+            f"no {frames.family_name(family)} run has a finite closed-form optimum "
+            "(needs ball or sphere normalisation and d >= C - 1)"
+        )
     return None
 
 
@@ -71,21 +73,39 @@ def render(tables: dict[str, pd.DataFrame], family: str = "SCL", where: dict | N
     name = "L*_SCL" if family == "SCL" else "L*_UCL"
     for v in opts:
         style.ideal_line(ax, v, label=f"{name} = {v:.4f}")
-    style.finish_axes(ax, title="training loss", xlabel="epoch", ylabel="epoch-mean training loss",
-                      loc="upper right")
+    style.finish_axes(
+        ax, title="training loss", xlabel="epoch", ylabel="epoch-mean training loss", loc="upper right"
+    )
     ax = axes[0, 1]
     for b in frames.betas_of(rows):
         r = rows[rows["beta"].astype(float) == b]
         g = style.aggregate_seeds(r, "epoch", "gap")
         neg = g["mean"] <= 0
-        style.seed_band(ax, g["epoch"], np.abs(g["mean"]), None, color=style.beta_color(b),
-                        label=style.beta_label(b, family))
+        style.seed_band(
+            ax,
+            g["epoch"],
+            np.abs(g["mean"]),
+            None,
+            color=style.beta_color(b),
+            label=style.beta_label(b, family),
+        )
         if neg.any():
-            ax.plot(g["epoch"][neg], np.abs(g["mean"][neg]), "o", mfc="none", color=style.beta_color(b),
-                    markersize=4)
+            ax.plot(
+                g["epoch"][neg],
+                np.abs(g["mean"][neg]),
+                "o",
+                mfc="none",
+                color=style.beta_color(b),
+                markersize=4,
+            )
     ax.set_yscale("log")
-    style.finish_axes(ax, title=f"gap to the optimum, loss − {name}", xlabel="epoch",
-                      ylabel=f"| loss − {name} | (log scale)", loc="upper right")
+    style.finish_axes(
+        ax,
+        title=f"gap to the optimum, loss − {name}",
+        xlabel="epoch",
+        ylabel=f"| loss − {name} | (log scale)",
+        loc="upper right",
+    )
     fig.suptitle(f"Training loss against the closed-form optimum, {frames.family_name(family)}")
     extra = "" if family == "SCL" else "L*_UCL is a lower bound for HUCL (β > 0), not attained; "
     style.note(fig, extra + "seed mean ± std; " + frames.setting_text(rows, setting))

@@ -30,8 +30,10 @@ def check(tables: dict[str, pd.DataFrame], family: str = "SCL", **_: Any) -> str
     if not frames.has_family(t, family):
         return f"table 'synthetic' holds no {frames.family_name(family)} run"
     if len(frames.finite(frames.family_rows(t, family), "ncm_acc")) == 0:
-        return (f"no {frames.family_name(family)} run has a finite ncm_acc (needs an encoder with "
-                "held-out data: encoder mlp or linear, n_test_per_class > 0)")
+        return (
+            f"no {frames.family_name(family)} run has a finite ncm_acc (needs an encoder with "
+            "held-out data: encoder mlp or linear, n_test_per_class > 0)"
+        )
     return None
 
 
@@ -63,7 +65,9 @@ def render(tables: dict[str, pd.DataFrame], family: str = "SCL", where: dict | N
     curves_by_beta(ax, rows, "ncm_pct", family)
     if "num_classes" in rows.columns and rows["num_classes"].nunique() == 1:
         C = int(rows["num_classes"].iloc[0])
-        ax.axhline(100.0 / C, color="0.5", linestyle=":", linewidth=1.2, label=f"chance (1/C = {100.0 / C:.3g} %)")
+        ax.axhline(
+            100.0 / C, color="0.5", linestyle=":", linewidth=1.2, label=f"chance (1/C = {100.0 / C:.3g} %)"
+        )
     ax.set_ylim(0, 102)
     style.finish_axes(ax, xlabel="epoch", ylabel="NCM test accuracy (%)", loc="lower right")
     fig.suptitle(f"Test Accuracy (NCM), {frames.family_name(family)}")
@@ -81,7 +85,7 @@ FIGURES = tuple(
         options={"family": fam},
         check=check,
         produce="python -m synthetic sweep s1_scl_hscl_nc s3_hucl_beta --results {results}/synthetic "
-                "(runs with encoder mlp or linear and n_test_per_class > 0)",
+        "(runs with encoder mlp or linear and n_test_per_class > 0)",
         description=f"NCM top-1 test accuracy of {frames.family_name(fam)} per beta over epochs.",
         style_note="N5",
     )

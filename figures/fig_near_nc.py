@@ -66,19 +66,30 @@ def render(tables: dict[str, pd.DataFrame], where: dict | None = None) -> Figure
     methods = [m for m in METHODS if m in set(rows["method"].astype(str))]
     has_spec = "spectrum_min" in rows.columns and len(frames.finite(rows, "spectrum_min")) > 0
     nr = 2 if has_spec else 1
-    fig, axes = style.new_figure(nr, len(methods), width=4.3 * len(methods) + 1.0, height=4.2 * nr, sharey="row")
+    fig, axes = style.new_figure(
+        nr, len(methods), width=4.3 * len(methods) + 1.0, height=4.2 * nr, sharey="row"
+    )
     for j, m in enumerate(methods):
         r = rows[rows["method"].astype(str) == m]
         fam = "SCL" if m in ("SCL", "HSCL") else "UCL"
         curves_by_beta(axes[0, j], frames.finite(r, "etf_mean"), "etf_mean", fam)
         style.ideal_line(axes[0, j], 0.0, label="NC (0)")
-        style.finish_axes(axes[0, j], title=m, xlabel="epoch after the NC initialisation",
-                          ylabel="mean | cos(μ_c, μ_c′) + 1/(C−1) |", loc="best")
+        style.finish_axes(
+            axes[0, j],
+            title=m,
+            xlabel="epoch after the NC initialisation",
+            ylabel="mean | cos(μ_c, μ_c′) + 1/(C−1) |",
+            loc="best",
+        )
         if has_spec:
             curves_by_beta(axes[1, j], frames.finite(r, "spectrum_min"), "spectrum_min", fam)
             style.ideal_line(axes[1, j], 0.0, label="ETF (0)")
-            style.finish_axes(axes[1, j], xlabel="epoch after the NC initialisation",
-                              ylabel="log(σ_min / σ_max)", loc="best")
+            style.finish_axes(
+                axes[1, j],
+                xlabel="epoch after the NC initialisation",
+                ylabel="log(σ_min / σ_max)",
+                loc="best",
+            )
     fig.suptitle("Near-NC initialisation: drift from Neural Collapse")
     style.note(fig, "seed mean ± std; " + frames.setting_text(rows, setting))
     return fig
@@ -93,7 +104,7 @@ FIGURES = (
         render=render,
         check=check,
         produce="python -m synthetic sweep r4_near_nc --results {results}/synthetic "
-                "(runs with init = \"nc\"; this grid is not shipped yet)",
+        '(runs with init = "nc"; this grid is not shipped yet)',
         description="Training continued from a Neural-Collapse state with each method and beta.",
     ),
 )

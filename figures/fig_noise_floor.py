@@ -43,23 +43,49 @@ def render(tables: dict[str, pd.DataFrame]) -> Figure:
     t = t.sort_values("n")
     fig, axes = style.new_figure(1, 1, width=8.0, height=5.0)
     ax = axes[0, 0]
-    for col, se, name, method in (("mse_softmax", "se_mse_softmax", "softmax in s (misspecified)", "InfoNCE"),
-                                  ("mse_weibit", "se_mse_weibit", "Weibit in −log(1 − s)", "WeiNCE")):
+    for col, se, name, method in (
+        ("mse_softmax", "se_mse_softmax", "softmax in s (misspecified)", "InfoNCE"),
+        ("mse_weibit", "se_mse_weibit", "Weibit in −log(1 − s)", "WeiNCE"),
+    ):
         yerr = t[se] if se in t.columns else None
-        ax.errorbar(t["n"], t[col], yerr=yerr, fmt="o", markersize=6, color=style.method_color(method),
-                    capsize=3, zorder=2, label=f"simulated MSE, {name}")
+        ax.errorbar(
+            t["n"],
+            t[col],
+            yerr=yerr,
+            fmt="o",
+            markersize=6,
+            color=style.method_color(method),
+            capsize=3,
+            zorder=2,
+            label=f"simulated MSE, {name}",
+        )
     c = float(t["c"].iloc[0]) if "c" in t.columns else float((t["theory_weibit"] * t["n"]).iloc[0])
-    ax.plot(t["n"], t["theory_weibit"], "--", color="black", linewidth=1.4, zorder=4,
-            label=f"Weibit theory c/n, c = {c:.4f}")
+    ax.plot(
+        t["n"],
+        t["theory_weibit"],
+        "--",
+        color="black",
+        linewidth=1.4,
+        zorder=4,
+        label=f"Weibit theory c/n, c = {c:.4f}",
+    )
     floor = float(t["bias2_floor"].iloc[0])
     ax.axhline(floor, color="0.35", linestyle=":", linewidth=1.5, label=f"softmax bias² floor = {floor:.6f}")
     if "theory_softmax" in t.columns:
-        ax.plot(t["n"], t["theory_softmax"], "-.", color=style.method_color("InfoNCE"), linewidth=1.2,
-                zorder=4, label="softmax theory: floor + Godambe variance / n")
+        ax.plot(
+            t["n"],
+            t["theory_softmax"],
+            "-.",
+            color=style.method_color("InfoNCE"),
+            linewidth=1.2,
+            zorder=4,
+            label="softmax theory: floor + Godambe variance / n",
+        )
     ax.set_xscale("log")
     ax.set_yscale("log")
-    style.finish_axes(ax, xlabel="n (winners per replication)", ylabel="MSE of the log-odds estimate",
-                      loc="lower left")
+    style.finish_axes(
+        ax, xlabel="n (winners per replication)", ylabel="MSE of the log-odds estimate", loc="lower left"
+    )
     fig.suptitle("Synthetic noise floor: softmax vs Weibit estimator")
     parts = [str(t["dgp"].iloc[0])] if "dgp" in t.columns else []
     parts += [f"{int(t['reps'].iloc[0])} replications per n"] if "reps" in t.columns else []
@@ -72,7 +98,13 @@ FIGURES = (
         id="noise_floor",
         title="Synthetic noise floor: softmax vs Weibit estimator",
         claims=("W5",),
-        needs=(TableNeed("noise_floor", COLUMNS, ("se_mse_softmax", "se_mse_weibit", "theory_softmax", "reps", "c", "dgp")),),
+        needs=(
+            TableNeed(
+                "noise_floor",
+                COLUMNS,
+                ("se_mse_softmax", "se_mse_weibit", "theory_softmax", "reps", "c", "dgp"),
+            ),
+        ),
         render=render,
         produce="python -m figures --only noise_floor",
         description="The Weibit MSE follows c/n; the softmax MSE stops at its bias floor.",

@@ -61,12 +61,18 @@ def render(tables: dict[str, pd.DataFrame], family: str = "SCL", where: dict | N
     t = tables.get("synthetic")
     if t is None or any(c not in t.columns for c in COLUMNS):
         raise ValueError(f"tables['synthetic'] must have the columns {list(COLUMNS)}")
-    rows, setting = frames.pick_setting(frames.family_rows(t, family), where=where, exclude=_FREE,
-                                        maximise=("normalization", "beta"))
+    rows, setting = frames.pick_setting(
+        frames.family_rows(t, family), where=where, exclude=_FREE, maximise=("normalization", "beta")
+    )
     norms = _norms(rows)
     spec = tables.get("spectrum")
-    if spec is not None and len(spec) and "normalization" in spec.columns and "run_key" in spec.columns \
-            and "run_key" in rows.columns:
+    if (
+        spec is not None
+        and len(spec)
+        and "normalization" in spec.columns
+        and "run_key" in spec.columns
+        and "run_key" in rows.columns
+    ):
         spec = spec[spec["run_key"].isin(set(rows["run_key"]))]
     else:
         spec = None
@@ -83,19 +89,35 @@ def render(tables: dict[str, pd.DataFrame], family: str = "SCL", where: dict | N
             s = s[s["epoch"] == s.groupby("run_key")["epoch"].transform("max")]
             for b in frames.betas_of(s):
                 g = style.aggregate_seeds(s[s["beta"].astype(float) == b], "index", "log_ratio")
-                style.seed_band(ax, g["index"], g["mean"], g["std"], color=style.beta_color(b),
-                                label=style.beta_label(b, family), marker="o")
+                style.seed_band(
+                    ax,
+                    g["index"],
+                    g["mean"],
+                    g["std"],
+                    color=style.beta_color(b),
+                    label=style.beta_label(b, family),
+                    marker="o",
+                )
             style.ideal_line(ax, 0.0, label="ETF (flat at 0)")
-            style.finish_axes(ax, title=f"{head}\nspectrum at the final epoch",
-                              xlabel="index i of sorted singular value", ylabel="log(σ_i / σ_max)",
-                              legend=j == len(norms) - 1, loc="lower left")
+            style.finish_axes(
+                ax,
+                title=f"{head}\nspectrum at the final epoch",
+                xlabel="index i of sorted singular value",
+                ylabel="log(σ_i / σ_max)",
+                legend=j == len(norms) - 1,
+                loc="lower left",
+            )
         ax = axes[nrows - 1, j]
         curves_by_beta(ax, frames.finite(r, "etf_mean"), "etf_mean", family)
         style.ideal_line(ax, 0.0, label="ideal 0")
-        style.finish_axes(ax, title=("equal inner product condition" if has_spec else
-                                     f"{head}\nequal inner product condition"),
-                          xlabel="epoch", ylabel="mean | cos(μ_c, μ_c′) + 1/(C−1) |",
-                          legend=(j == len(norms) - 1) and not has_spec, loc="upper right")
+        style.finish_axes(
+            ax,
+            title=("equal inner product condition" if has_spec else f"{head}\nequal inner product condition"),
+            xlabel="epoch",
+            ylabel="mean | cos(μ_c, μ_c′) + 1/(C−1) |",
+            legend=(j == len(norms) - 1) and not has_spec,
+            loc="upper right",
+        )
     if has_spec:
         ymin = min(a.get_ylim()[0] for a in axes[0])
         for a in axes[0]:
@@ -104,8 +126,11 @@ def render(tables: dict[str, pd.DataFrame], family: str = "SCL", where: dict | N
     for a in axes[nrows - 1]:
         a.set_ylim(-0.02 * ymax, ymax)
     fig.suptitle(f"Neural vs Dimensional Collapse: none vs ball vs sphere, {frames.family_name(family)}")
-    style.note(fig, "seed mean ± std; " + frames.setting_text(rows, setting,
-                                                            columns=("encoder", "batch_size", "num_classes")))
+    style.note(
+        fig,
+        "seed mean ± std; "
+        + frames.setting_text(rows, setting, columns=("encoder", "batch_size", "num_classes")),
+    )
     return fig
 
 
@@ -114,16 +139,22 @@ FIGURES = tuple(
         id=f"normalization_{fam.lower()}",
         title=f"Neural vs Dimensional Collapse: none vs ball vs sphere, {frames.family_name(fam)}",
         claims=("S4", "S1") if fam == "SCL" else ("S4", "S3"),
-        needs=(TableNeed("synthetic", COLUMNS, ("seed", "run_key", "grid")),
-               TableNeed("spectrum", (), ("method", "beta", "epoch", "index", "log_ratio", "normalization"),
-                         required=False)),
+        needs=(
+            TableNeed("synthetic", COLUMNS, ("seed", "run_key", "grid")),
+            TableNeed(
+                "spectrum",
+                (),
+                ("method", "beta", "epoch", "index", "log_ratio", "normalization"),
+                required=False,
+            ),
+        ),
         render=render,
         options={"family": fam},
         check=check,
         produce="python -m synthetic sweep s1_scl_hscl_nc s3_hucl_beta s4_no_normalisation "
-                "--set record_means=true --results {results}/synthetic",
+        "--set record_means=true --results {results}/synthetic",
         description=f"{frames.family_name(fam)}: class-mean spectrum and ETF deviation without "
-                    "normalisation, on the unit ball and on the unit sphere.",
+        "normalisation, on the unit ball and on the unit sphere.",
         style_note="N1, N4 (panels)",
     )
     for fam in ("SCL", "UCL")

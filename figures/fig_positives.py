@@ -35,8 +35,9 @@ def check(tables: dict[str, pd.DataFrame], **_: Any) -> str | None:
 
 
 @style.themed
-def render(tables: dict[str, pd.DataFrame], where: dict | None = None,
-           betas: tuple[float, ...] | None = (0.0,)) -> Figure:
+def render(
+    tables: dict[str, pd.DataFrame], where: dict | None = None, betas: tuple[float, ...] | None = (0.0,)
+) -> Figure:
     """ETF deviation and within-class variation over epochs, label vs noise positives.
 
     Args:
@@ -58,11 +59,14 @@ def render(tables: dict[str, pd.DataFrame], where: dict | None = None,
     if betas is not None:
         chosen = fam[fam["beta"].astype(float).isin([float(b) for b in betas])]
         fam = chosen if len(chosen) else fam
-    rows, setting = frames.pick_setting(fam, where=where, exclude=("positives", "grid", "noise_std"),
-                                        maximise=("positives", "beta"))
+    rows, setting = frames.pick_setting(
+        fam, where=where, exclude=("positives", "grid", "noise_std"), maximise=("positives", "beta")
+    )
     fig, axes = style.new_figure(1, 2, width=14.0, height=5.0)
-    panels = (("etf_mean", "equal inner product condition", "mean | cos(μ_c, μ_c′) + 1/(C−1) |"),
-              ("within_class_variation", "within-class variation", "mean ‖z − μ_c‖"))
+    panels = (
+        ("etf_mean", "equal inner product condition", "mean | cos(μ_c, μ_c′) + 1/(C−1) |"),
+        ("within_class_variation", "within-class variation", "mean ‖z − μ_c‖"),
+    )
     kinds = [k for k in ("label", "noise") if k in set(rows["positives"].astype(str))]
     kinds += sorted(set(rows["positives"].astype(str)) - set(kinds))
     for ax, (metric, title, ylabel) in zip(axes[0], panels):
@@ -71,9 +75,15 @@ def render(tables: dict[str, pd.DataFrame], where: dict | None = None,
             for b in frames.betas_of(r):
                 g = style.aggregate_seeds(r[r["beta"].astype(float) == b], "epoch", metric)
                 color = style.beta_color(b) if len(frames.betas_of(rows)) > 1 else _COLORS.get(kind, "0.3")
-                style.seed_band(ax, g["epoch"], g["mean"], g["std"], color=color,
-                                linestyle=_STYLE.get(kind, "-."),
-                                label=f"{kind} positives, {style.beta_label(b, 'UCL')}")
+                style.seed_band(
+                    ax,
+                    g["epoch"],
+                    g["mean"],
+                    g["std"],
+                    color=color,
+                    linestyle=_STYLE.get(kind, "-."),
+                    label=f"{kind} positives, {style.beta_label(b, 'UCL')}",
+                )
         style.ideal_line(ax, 0.0, label="ideal 0")
         style.finish_axes(ax, title=title, xlabel="epoch", ylabel=ylabel, loc="best")
     fig.suptitle("UCL: label positives vs additive-noise positives")

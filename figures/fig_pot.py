@@ -79,7 +79,9 @@ def render(tables: dict[str, pd.DataFrame], max_points: int = 50_000) -> Figure:
         log = k == 0
         lo = max(y.min(), 1e-12)
         bins = np.geomspace(lo, y.max(), _BINS + 1) if log else np.linspace(0, y.max(), _BINS + 1)
-        ax.hist(y, bins=bins, density=True, color="0.75", edgecolor="white", label=f"exceedances (n = {y.size})")
+        ax.hist(
+            y, bins=bins, density=True, color="0.75", edgecolor="white", label=f"exceedances (n = {y.size})"
+        )
         d = dens[dens["y"] > 0] if log else dens
         ax.plot(d["y"], d["gpd"], color=_GPD, label=gpd_label)
         ax.plot(d["y"], d["exponential"], color=_EXP, linestyle="--", label=exp_label)
@@ -91,31 +93,64 @@ def render(tables: dict[str, pd.DataFrame], max_points: int = 50_000) -> Figure:
             pos = d["gpd"][d["gpd"] > 0]
             if len(pos):
                 ax.set_ylim(max(pos.min(), 1e-4 * pos.max()) * 0.5, None)
-        style.finish_axes(ax, title="exceedance density, " + ("log-log" if log else "linear axes"),
-                          xlabel="exceedance y = s − u", ylabel="density", legend=not log, loc="upper right")
+        style.finish_axes(
+            ax,
+            title="exceedance density, " + ("log-log" if log else "linear axes"),
+            xlabel="exceedance y = s − u",
+            ylabel="density",
+            legend=not log,
+            loc="upper right",
+        )
     ax = axes[1, 0]
     qq = tables["pot_qq"]
     ax.plot(qq["empirical"], qq["gpd"], "o", markersize=3.5, color=_GPD, label=f"GPD, ξ̂ = {xi:.3f}")
-    ax.plot(qq["empirical"], qq["exponential"], "s", markersize=3.5, mfc="none", color=_EXP, label="exponential, ξ = 0")
+    ax.plot(
+        qq["empirical"],
+        qq["exponential"],
+        "s",
+        markersize=3.5,
+        mfc="none",
+        color=_EXP,
+        label="exponential, ξ = 0",
+    )
     top = float(np.nanmax(qq[["empirical", "gpd", "exponential"]].to_numpy()))
     ax.plot([0, top], [0, top], "--", color="black", linewidth=1.2, label="y = x")
-    style.finish_axes(ax, title="QQ plot (p = 0.01 … 0.99)", xlabel="empirical quantile of y",
-                      ylabel="fitted quantile of y", loc="upper left")
+    style.finish_axes(
+        ax,
+        title="QQ plot (p = 0.01 … 0.99)",
+        xlabel="empirical quantile of y",
+        ylabel="fitted quantile of y",
+        loc="upper left",
+    )
     ax = axes[1, 1]
     st = tables["pot_stability"].sort_values("threshold")
     ok = st[np.isfinite(st["xi"].astype(float))]
     ax.plot(ok["threshold"], ok["xi"], "o-", color=_GPD, label="ξ̂ at threshold u")
     for _, r in ok.iterrows():
-        ax.annotate(f"q = {float(r['q']):g}", (float(r["threshold"]), float(r["xi"])), textcoords="offset points",
-                    xytext=(4, 6), fontsize=8, color="0.3")
+        ax.annotate(
+            f"q = {float(r['q']):g}",
+            (float(r["threshold"]), float(r["xi"])),
+            textcoords="offset points",
+            xytext=(4, 6),
+            fontsize=8,
+            color="0.3",
+        )
     ax.margins(x=0.12)
     style.ideal_line(ax, 0.0, label="ξ = 0 (exponential tail)")
-    style.finish_axes(ax, title="shape stability across thresholds", xlabel="threshold u (score quantile)",
-                      ylabel="ξ̂ (GPD shape)", loc="best")
+    style.finish_axes(
+        ax,
+        title="shape stability across thresholds",
+        xlabel="threshold u (score quantile)",
+        ylabel="ξ̂ (GPD shape)",
+        loc="best",
+    )
     src = f"{fit['source']}; " if "source" in fit.index and isinstance(fit["source"], str) else ""
     fig.suptitle("Peaks over threshold: GPD fit to similarity exceedances")
-    style.note(fig, f"{src}threshold u = {float(fit['threshold']):.4f} (q = {float(fit['q']):g}), "
-                    f"{int(fit['n_exceed'])} exceedances")
+    style.note(
+        fig,
+        f"{src}threshold u = {float(fit['threshold']):.4f} (q = {float(fit['q']):g}), "
+        f"{int(fit['n_exceed'])} exceedances",
+    )
     return fig
 
 
@@ -127,7 +162,7 @@ FIGURES = (
         needs=NEEDS,
         render=render,
         produce="similarity scores of a trained encoder: {results}/weince/pot_scores.csv (column 'score'), "
-                "written by the real-data W1 run (python -m realdata, not available yet)",
+        "written by the real-data W1 run (python -m realdata, not available yet)",
         description="GPD and exponential fits to the top 1 % of negative similarities, QQ plot and shape stability.",
     ),
 )

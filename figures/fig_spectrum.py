@@ -36,8 +36,9 @@ def check(tables: dict[str, pd.DataFrame], family: str = "SCL", **_: Any) -> str
 
 
 @style.themed
-def render(tables: dict[str, pd.DataFrame], family: str = "SCL", where: dict | None = None,
-           early: int | None = None) -> Figure:
+def render(
+    tables: dict[str, pd.DataFrame], family: str = "SCL", where: dict | None = None, early: int | None = None
+) -> Figure:
     """Spectra at an early and at the final epoch, one curve per beta.
 
     Args:
@@ -64,14 +65,26 @@ def render(tables: dict[str, pd.DataFrame], family: str = "SCL", where: dict | N
         at = rows[rows["epoch"] == ep]
         for b in frames.betas_of(at):
             g = style.aggregate_seeds(at[at["beta"].astype(float) == b], "index", "log_ratio")
-            style.seed_band(ax, g["index"], g["mean"], g["std"], color=style.beta_color(b),
-                            label=style.beta_label(b, family), marker="o")
+            style.seed_band(
+                ax,
+                g["index"],
+                g["mean"],
+                g["std"],
+                color=style.beta_color(b),
+                label=style.beta_label(b, family),
+                marker="o",
+            )
             if len(g):
                 lowest = min(lowest, float(np.nanmin(g["mean"] - g["std"])))
         style.ideal_line(ax, 0.0, label="ETF (flat at 0)")
-        style.finish_axes(ax, title=f"epoch {ep}" + (" (final)" if ep == last else ""),
-                          xlabel="index i of sorted singular value", ylabel="log(σ_i / σ_max)",
-                          legend=ax is axes[0][-1], loc="lower left")
+        style.finish_axes(
+            ax,
+            title=f"epoch {ep}" + (" (final)" if ep == last else ""),
+            xlabel="index i of sorted singular value",
+            ylabel="log(σ_i / σ_max)",
+            legend=ax is axes[0][-1],
+            loc="lower left",
+        )
         ax.xaxis.get_major_locator().set_params(integer=True)
     lo = max(YLIM[0], lowest * 1.1 - 0.5) if lowest > YLIM[0] else YLIM[0]
     for ax in axes[0]:
@@ -91,8 +104,10 @@ def _table(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     return t
 
 
-_PRODUCE = ("python -m synthetic sweep s1_scl_hscl_nc s2_ucl_positives s3_hucl_beta s4_no_normalisation "
-            "--set record_means=true --results {results}/synthetic")
+_PRODUCE = (
+    "python -m synthetic sweep s1_scl_hscl_nc s2_ucl_positives s3_hucl_beta s4_no_normalisation "
+    "--set record_means=true --results {results}/synthetic"
+)
 
 FIGURES = tuple(
     FigureSpec(
@@ -105,7 +120,7 @@ FIGURES = tuple(
         check=check,
         produce=_PRODUCE,
         description=f"Class-mean spectrum log(σ_i/σ_max) of {frames.family_name(fam)} per beta, early and "
-                    "final epoch; a drop below 0 means dimensional collapse.",
+        "final epoch; a drop below 0 means dimensional collapse.",
         style_note="N1",
     )
     for fam in ("SCL", "UCL")

@@ -58,8 +58,7 @@ def render(tables: dict[str, pd.DataFrame], family: str = "SCL", where: dict | N
         raise ValueError(f"tables['synthetic'] must have the columns {list(COLUMNS)}")
     fam = frames.family_rows(t, family)
     free = ("normalization", "grid", "epochs", "eval_every") if "normalization" in fam.columns else ()
-    rows, setting = frames.pick_setting(fam, where=where, exclude=free,
-                                        maximise=("beta", "normalization"))
+    rows, setting = frames.pick_setting(fam, where=where, exclude=free, maximise=("beta", "normalization"))
     last = frames.final_rows(rows)
     if "normalization" in last.columns:
         present = list(dict.fromkeys(last["normalization"].astype(str)))
@@ -73,12 +72,27 @@ def render(tables: dict[str, pd.DataFrame], family: str = "SCL", where: dict | N
             g = style.aggregate_seeds(frames.finite(r, metric), "beta", metric)
             if len(g) == 0:
                 continue
-            color = style.NORMALIZATION_COLORS.get(norm, "0.3") if norm is not None else style.method_color("H" + family)
-            style.seed_band(ax, g["beta"], g["mean"], g["std"], color=color, marker="o",
-                            linestyle=_LINESTYLES.get(norm, "-"),
-                            label=f"normalization = {norm}" if norm is not None else None)
+            color = (
+                style.NORMALIZATION_COLORS.get(norm, "0.3")
+                if norm is not None
+                else style.method_color("H" + family)
+            )
+            style.seed_band(
+                ax,
+                g["beta"],
+                g["mean"],
+                g["std"],
+                color=color,
+                marker="o",
+                linestyle=_LINESTYLES.get(norm, "-"),
+                label=f"normalization = {norm}" if norm is not None else None,
+            )
             ax.errorbar(g["beta"], g["mean"], yerr=g["std"], fmt="none", ecolor=color, capsize=3, linewidth=1)
-        if metric == "effective_rank" and "num_classes" in last.columns and last["num_classes"].nunique() == 1:
+        if (
+            metric == "effective_rank"
+            and "num_classes" in last.columns
+            and last["num_classes"].nunique() == 1
+        ):
             C = int(last["num_classes"].iloc[0])
             style.ideal_line(ax, C - 1, label=f"ETF: C − 1 = {C - 1}")
         elif metric != "effective_rank":
@@ -87,11 +101,15 @@ def render(tables: dict[str, pd.DataFrame], family: str = "SCL", where: dict | N
         betas = frames.betas_of(last)
         ax.set_xticks(betas)
         ax.set_xticklabels([f"{b:g}" for b in betas])
-        style.finish_axes(ax, title=title, xlabel="β (hardness; 0 = " + family + ")", ylabel=ylabel,
-                          loc="best")
+        style.finish_axes(
+            ax, title=title, xlabel="β (hardness; 0 = " + family + ")", ylabel=ylabel, loc="best"
+        )
     fig.suptitle(f"Final-epoch collapse metrics against β, {frames.family_name(family)}")
-    style.note(fig, "final epoch, seed mean ± std; " + frames.setting_text(
-        rows, setting, columns=("encoder", "batch_size", "num_classes", "positives")))
+    style.note(
+        fig,
+        "final epoch, seed mean ± std; "
+        + frames.setting_text(rows, setting, columns=("encoder", "batch_size", "num_classes", "positives")),
+    )
     return fig
 
 
@@ -106,7 +124,7 @@ FIGURES = tuple(
         check=check,
         produce="python -m synthetic sweep s1_scl_hscl_nc s3_hucl_beta --results {results}/synthetic",
         description=f"{frames.family_name(fam)}: final ETF deviation, within-class variation and effective "
-                    "rank against beta, per normalisation.",
+        "rank against beta, per normalisation.",
     )
     for fam in ("SCL", "UCL")
 )

@@ -44,11 +44,41 @@ _PREFER: dict[str, tuple[Any, ...]] = {
     "encoder": ("mlp", "linear", "free"),
 }
 #: Known config columns, used when a table has no ``run_key`` column to mark their end.
-_KNOWN_CONFIG = ("grid", "method", "beta", "tau", "psi", "margin", "estimator", "num_negatives",
-                 "batch_size", "lr", "weight_decay", "epochs", "eval_every", "normalization",
-                 "positives", "noise_std", "encoder", "hidden", "d", "init_scale", "num_classes",
-                 "n_per_class", "n_test_per_class", "input_dim", "separation", "sigma", "centres",
-                 "seed", "record_means", "dtype", "init", "dataset", "arch")
+_KNOWN_CONFIG = (
+    "grid",
+    "method",
+    "beta",
+    "tau",
+    "psi",
+    "margin",
+    "estimator",
+    "num_negatives",
+    "batch_size",
+    "lr",
+    "weight_decay",
+    "epochs",
+    "eval_every",
+    "normalization",
+    "positives",
+    "noise_std",
+    "encoder",
+    "hidden",
+    "d",
+    "init_scale",
+    "num_classes",
+    "n_per_class",
+    "n_test_per_class",
+    "input_dim",
+    "separation",
+    "sigma",
+    "centres",
+    "seed",
+    "record_means",
+    "dtype",
+    "init",
+    "dataset",
+    "arch",
+)
 
 
 def family_name(family: str) -> str:
@@ -106,9 +136,13 @@ def _pref_rank(col: str, value: Any) -> int:
     return prefs.index(value)
 
 
-def pick_setting(frame: pd.DataFrame, *, exclude: Sequence[str] = (),
-                 where: Mapping[str, Any] | None = None,
-                 maximise: Sequence[str] = ("beta",)) -> tuple[pd.DataFrame, dict[str, Any]]:
+def pick_setting(
+    frame: pd.DataFrame,
+    *,
+    exclude: Sequence[str] = (),
+    where: Mapping[str, Any] | None = None,
+    maximise: Sequence[str] = ("beta",),
+) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Restrict ``frame`` to one setting.
 
     ``where`` fixes columns first (``{"normalization": "sphere"}``). Among the remaining
@@ -156,9 +190,19 @@ def pick_setting(frame: pd.DataFrame, *, exclude: Sequence[str] = (),
     return rows, setting
 
 
-def setting_text(frame: pd.DataFrame, setting: Mapping[str, Any] | None = None,
-                 columns: Sequence[str] = ("grid", "encoder", "normalization", "batch_size",
-                                           "num_classes", "estimator", "positives")) -> str:
+def setting_text(
+    frame: pd.DataFrame,
+    setting: Mapping[str, Any] | None = None,
+    columns: Sequence[str] = (
+        "grid",
+        "encoder",
+        "normalization",
+        "batch_size",
+        "num_classes",
+        "estimator",
+        "positives",
+    ),
+) -> str:
     """One line naming the setting a figure shows: the chosen values plus the constant columns.
 
     Example: ``"grid=s1_scl_hscl_nc, encoder=mlp, normalization=ball, batch_size=0 (full),
@@ -204,8 +248,7 @@ def final_rows(frame: pd.DataFrame) -> pd.DataFrame:
         raise ValueError("frame must have an 'epoch' column")
     if len(frame) == 0:
         return frame
-    by = [c for c in ("grid", "run_key") if c in frame.columns] or [
-        c for c in config_columns(frame)]
+    by = [c for c in ("grid", "run_key") if c in frame.columns] or [c for c in config_columns(frame)]
     idx = frame.groupby(by, sort=False, dropna=False)["epoch"].idxmax()
     return frame.loc[sorted(idx.values)]
 

@@ -29,8 +29,15 @@ class Progress:
         ValueError: a negative total or a non-positive interval.
     """
 
-    def __init__(self, total: int, *, stream: TextIO | None = None, bar: bool | None = None,
-                 interval: float = 10.0, quiet: bool = False) -> None:
+    def __init__(
+        self,
+        total: int,
+        *,
+        stream: TextIO | None = None,
+        bar: bool | None = None,
+        interval: float = 10.0,
+        quiet: bool = False,
+    ) -> None:
         if isinstance(total, bool) or not isinstance(total, int) or total < 0:
             raise ValueError(f"total must be a non-negative integer, got {total!r}")
         if not interval > 0:
@@ -49,15 +56,19 @@ class Progress:
         if self.use_bar:
             from tqdm import tqdm
 
-            self._bar = tqdm(total=total, desc="figures", unit="step", file=self.stream, dynamic_ncols=True,
-                             leave=True)
+            self._bar = tqdm(
+                total=total, desc="figures", unit="step", file=self.stream, dynamic_ncols=True, leave=True
+            )
 
     def _line(self, text: str) -> None:
         if self.quiet or self.use_bar:
             return
         pct = f" ({100 * self.done / self.total:.0f} %)" if self.total else ""
-        print(f"[figures {time.perf_counter() - self.t0:.1f} s] {self.done}/{self.total}{pct} {text}",
-              file=self.stream, flush=True)
+        print(
+            f"[figures {time.perf_counter() - self.t0:.1f} s] {self.done}/{self.total}{pct} {text}",
+            file=self.stream,
+            flush=True,
+        )
         self._last = time.perf_counter()
 
     def add_total(self, n: int) -> None:

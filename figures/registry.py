@@ -41,8 +41,16 @@ from typing import Any
 
 import pandas as pd
 
-__all__ = ["TableNeed", "FigureSpec", "Availability", "MODULES", "all_figures", "get",
-           "availability", "select"]
+__all__ = [
+    "TableNeed",
+    "FigureSpec",
+    "Availability",
+    "MODULES",
+    "all_figures",
+    "get",
+    "availability",
+    "select",
+]
 
 
 @dataclass(frozen=True)
@@ -202,7 +210,8 @@ def select(ids: Sequence[str] | None, specs: Sequence[FigureSpec] | None = None)
         if not matched:
             raise ValueError(
                 f"--only: {i!r} is neither a figure id nor a claim id shown by a figure; "
-                f"figure ids: {', '.join(by_id)}")
+                f"figure ids: {', '.join(by_id)}"
+            )
         for s in matched:
             chosen[s.id] = s
     return [s for s in specs if s.id in chosen]

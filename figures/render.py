@@ -28,8 +28,9 @@ def figure_key(spec: FigureSpec, tables: Mapping[str, pd.DataFrame]) -> str:
     return source_key(_figure_code(), *parts)
 
 
-def render_figure(spec: FigureSpec, tables: Mapping[str, pd.DataFrame], out: Path, *,
-                  reuse: bool = False) -> FigureResult:
+def render_figure(
+    spec: FigureSpec, tables: Mapping[str, pd.DataFrame], out: Path, *, reuse: bool = False
+) -> FigureResult:
     """Render and save one figure, or report it not available; never raises for a figure's fault.
 
     Args:
@@ -44,8 +45,13 @@ def render_figure(spec: FigureSpec, tables: Mapping[str, pd.DataFrame], out: Pat
     """
     from figures import style
 
-    base = dict(id=spec.id, title=spec.title, claims=spec.claims, description=spec.description,
-                style_note=spec.style_note)
+    base = dict(
+        id=spec.id,
+        title=spec.title,
+        claims=spec.claims,
+        description=spec.description,
+        style_note=spec.style_note,
+    )
     files = {fmt: out / f"{spec.id}.{fmt}" for fmt in ("png", "pdf")}
     key_file = out / f".{spec.id}.key"
     avail = registry.availability(spec, tables)
@@ -57,19 +63,37 @@ def render_figure(spec: FigureSpec, tables: Mapping[str, pd.DataFrame], out: Pat
     t0 = time.perf_counter()
     try:
         key = figure_key(spec, tables)
-        if reuse and key_file.is_file() and key_file.read_text() == key and all(p.is_file() for p in files.values()):
-            return FigureResult(status="rendered", files={k: str(v) for k, v in files.items()},
-                                seconds=time.perf_counter() - t0, reused=True, **base)
+        if (
+            reuse
+            and key_file.is_file()
+            and key_file.read_text() == key
+            and all(p.is_file() for p in files.values())
+        ):
+            return FigureResult(
+                status="rendered",
+                files={k: str(v) for k, v in files.items()},
+                seconds=time.perf_counter() - t0,
+                reused=True,
+                **base,
+            )
         key_file.unlink(missing_ok=True)
         fig = spec.build(tables)
         paths = style.save_figure(fig, out, spec.id)
         atomic_write_bytes(key_file, key.encode())
-    except Exception as exc:  # noqa: BLE001 - a failing figure is reported, the others still render
-        return FigureResult(status="failed", reason=f"{type(exc).__name__}: {exc}",
-                            produce=spec.produce, seconds=time.perf_counter() - t0,
-                            **base)
-    return FigureResult(status="rendered", files={k: str(v) for k, v in paths.items()},
-                        seconds=time.perf_counter() - t0, **base)
+    except Exception as exc:
+        return FigureResult(
+            status="failed",
+            reason=f"{type(exc).__name__}: {exc}",
+            produce=spec.produce,
+            seconds=time.perf_counter() - t0,
+            **base,
+        )
+    return FigureResult(
+        status="rendered",
+        files={k: str(v) for k, v in paths.items()},
+        seconds=time.perf_counter() - t0,
+        **base,
+    )
 
 
 def _render_by_id(figure_id: str, tables: dict[str, pd.DataFrame], out: str, reuse: bool) -> FigureResult:
@@ -94,8 +118,15 @@ class RenderStage:
         if ctx.jobs > 1 and len(ctx.figures) > 1:
             from joblib import Parallel, delayed
 
-            tasks = (delayed(_render_by_id)(s.id, {k: ctx.tables[k] for k in s.table_names if k in ctx.tables},
-                                            str(ctx.out), not ctx.refresh) for s in ctx.figures)
+            tasks = (
+                delayed(_render_by_id)(
+                    s.id,
+                    {k: ctx.tables[k] for k in s.table_names if k in ctx.tables},
+                    str(ctx.out),
+                    not ctx.refresh,
+                )
+                for s in ctx.figures
+            )
             for r in Parallel(n_jobs=ctx.jobs, return_as="generator_unordered")(tasks):
                 results[r.id] = r
                 ctx.tick(r.id)
@@ -105,14 +136,20 @@ class RenderStage:
                 results[r.id] = r
                 ctx.tick(r.id)
         ctx.rendered = [results[s.id] for s in ctx.figures]
-        counts = {k: sum(r.status == k for r in ctx.rendered) for k in ("rendered", "not available", "failed")}
+        counts = {
+            k: sum(r.status == k for r in ctx.rendered) for k in ("rendered", "not available", "failed")
+        }
         failed = [r.id for r in ctx.rendered if r.status == "failed"]
         if failed:
-            raise RuntimeError(f"figures failed to render: {', '.join(failed)} "
-                               f"({counts['rendered']} rendered, {counts['not available']} not available)")
+            raise RuntimeError(
+                f"figures failed to render: {', '.join(failed)} "
+                f"({counts['rendered']} rendered, {counts['not available']} not available)"
+            )
         reused = sum(r.reused for r in ctx.rendered)
-        return (f"{counts['rendered']} rendered ({reused} unchanged, files kept), "
-                f"{counts['not available']} not available")
+        return (
+            f"{counts['rendered']} rendered ({reused} unchanged, files kept), "
+            f"{counts['not available']} not available"
+        )
 
 
 class ReportStage:

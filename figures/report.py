@@ -33,16 +33,38 @@ from pathlib import Path
 from typing import Any
 
 from figures import registry, sources
-from figures.commands import command_for
 from figures.cache import atomic_write_bytes
+from figures.commands import command_for
 
-__all__ = ["ClaimRow", "assemble", "environment", "write_report", "render_markdown", "render_html", "PACKAGES"]
+__all__ = [
+    "ClaimRow",
+    "assemble",
+    "environment",
+    "write_report",
+    "render_markdown",
+    "render_html",
+    "PACKAGES",
+]
 
 claims = sources.claims
 
 #: Packages whose versions the environment block lists.
-PACKAGES = ("numpy", "scipy", "torch", "pandas", "matplotlib", "seaborn", "cvxpy", "clarabel", "scs",
-            "sympy", "scikit-learn", "tqdm", "joblib", "dask")
+PACKAGES = (
+    "numpy",
+    "scipy",
+    "torch",
+    "pandas",
+    "matplotlib",
+    "seaborn",
+    "cvxpy",
+    "clarabel",
+    "scs",
+    "sympy",
+    "scikit-learn",
+    "tqdm",
+    "joblib",
+    "dask",
+)
 _EVIDENCE_SHOWN = 6
 _THUMB_WIDTH = 300
 
@@ -58,8 +80,9 @@ class ClaimRow:
     figures: list[Any] = field(default_factory=list)  # FigureResult or bare ids
 
 
-def assemble(records: list[Any], figure_results: list[Any], *, results: str = "results",
-             scale: str = "default") -> list[ClaimRow]:
+def assemble(
+    records: list[Any], figure_results: list[Any], *, results: str = "results", scale: str = "default"
+) -> list[ClaimRow]:
     """One :class:`ClaimRow` per catalogue id, in catalogue order.
 
     Args:
@@ -87,8 +110,11 @@ def assemble(records: list[Any], figure_results: list[Any], *, results: str = "r
         elif recs:
             primary = recs[0]
         else:
-            primary = claims.not_run(cid, command_for(cid, results=results, scale=scale),
-                                     notes="no stage produced a result for this claim")
+            primary = claims.not_run(
+                cid,
+                command_for(cid, results=results, scale=scale),
+                notes="no stage produced a result for this claim",
+            )
         others = [r for r in recs if r is not primary and (r.verdict != claims.Verdict.NOT_RUN)]
         ids: list[str] = []
         for r in [primary, *others]:
@@ -159,8 +185,14 @@ def _setting(rec: Any) -> str:
 
 def _md(text: str) -> str:
     """Escape a cell of a markdown table."""
-    return (str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").replace("<", "&lt;")
-            .replace(">", "&gt;"))
+    return (
+        str(text)
+        .replace("\\", "\\\\")
+        .replace("|", "\\|")
+        .replace("\n", " ")
+        .replace("<", "&lt;")
+        .replace(">", "&gt;")
+    )
 
 
 def _fig_id(f: Any) -> str:
@@ -195,21 +227,34 @@ def render_markdown(rows: list[ClaimRow], ctx: Any, env: dict[str, str]) -> str:
     counts: dict[str, int] = {}
     for r in rows:
         counts[r.record.verdict.value] = counts.get(r.record.verdict.value, 0) + 1
-    out += ["", "Verdicts: " + ", ".join(f"{k} {v}" for k, v in counts.items()) + f" ({len(rows)} claims).", ""]
-    out += ["## Claims", "",
-            "| id | statement | verdict | evidence | figures | command | setting |",
-            "|---|---|---|---|---|---|---|"]
+    out += [
+        "",
+        "Verdicts: " + ", ".join(f"{k} {v}" for k, v in counts.items()) + f" ({len(rows)} claims).",
+        "",
+    ]
+    out += [
+        "## Claims",
+        "",
+        "| id | statement | verdict | evidence | figures | command | setting |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         rec = r.record
         ev = _evidence(rec)
-        ev_text = "; ".join(ev[:_EVIDENCE_SHOWN]) + (f"; … {len(ev) - _EVIDENCE_SHOWN} more" if len(ev) > _EVIDENCE_SHOWN else "")
+        ev_text = "; ".join(ev[:_EVIDENCE_SHOWN]) + (
+            f"; … {len(ev) - _EVIDENCE_SHOWN} more" if len(ev) > _EVIDENCE_SHOWN else ""
+        )
         if rec.notes:
             ev_text = (ev_text + "; " if ev_text else "") + rec.notes
-        figs = ", ".join(f"[{_fig_id(f)}]({_fig_id(f)}.png)" if _rendered(f) else f"{_fig_id(f)} ({_fig_status(f)})"
-                         for f in r.figures)
+        figs = ", ".join(
+            f"[{_fig_id(f)}]({_fig_id(f)}.png)" if _rendered(f) else f"{_fig_id(f)} ({_fig_status(f)})"
+            for f in r.figures
+        )
         extra = "".join(f" · also: {o.verdict.value} ({_md(_setting(o))})" for o in r.others)
-        out.append(f"| {r.id} | {_md(rec.statement)} | **{rec.verdict.value}**{_md(extra)} | {_md(ev_text) or '—'} | "
-                   f"{figs or '—'} | `{_md(rec.command) or '—'}` | {_md(_setting(rec)) or '—'} |")
+        out.append(
+            f"| {r.id} | {_md(rec.statement)} | **{rec.verdict.value}**{_md(extra)} | {_md(ev_text) or '—'} | "
+            f"{figs or '—'} | `{_md(rec.command) or '—'}` | {_md(_setting(rec)) or '—'} |"
+        )
     out += ["", "## Figures", ""]
     for f in ctx.rendered:
         if f.status != "rendered":
@@ -218,13 +263,27 @@ def render_markdown(rows: list[ClaimRow], ctx: Any, env: dict[str, str]) -> str:
         line = f.description + (f" Claims: {', '.join(f.claims)}." if f.claims else "")
         if f.style_note:
             line += f" {_style_text(f.style_note).capitalize()}."
-        out += [line, "", f"![{f.title}]({f.id}.png)", "", f"Files: [{f.id}.png]({f.id}.png), [{f.id}.pdf]({f.id}.pdf)", ""]
+        out += [
+            line,
+            "",
+            f"![{f.title}]({f.id}.png)",
+            "",
+            f"Files: [{f.id}.png]({f.id}.png), [{f.id}.pdf]({f.id}.pdf)",
+            "",
+        ]
     missing = [f for f in ctx.rendered if f.status != "rendered"]
     if missing:
-        out += ["## Figures not produced", "", "| figure | status | why | command that produces its data |", "|---|---|---|---|"]
+        out += [
+            "## Figures not produced",
+            "",
+            "| figure | status | why | command that produces its data |",
+            "|---|---|---|---|",
+        ]
         for f in missing:
-            out.append(f"| `{f.id}` ({_md(f.title)}) | {f.status} | {_md(f.reason)} | "
-                       f"`{_md(f.produce.format(results=ctx.results))}` |")
+            out.append(
+                f"| `{f.id}` ({_md(f.title)}) | {f.status} | {_md(f.reason)} | "
+                f"`{_md(f.produce.format(results=ctx.results))}` |"
+            )
         out.append("")
     out += ["## Stages", "", "| stage | status | wall time (s) | detail |", "|---|---|---|---|"]
     for s in ctx.stages:
@@ -281,7 +340,7 @@ def _data_uri(path: str | Path, width: int | None = None) -> str:
                 buf = io.BytesIO()
                 im.save(buf, format="PNG", optimize=True)
                 data = buf.getvalue()
-        except Exception:  # noqa: BLE001 - fall back to the full image
+        except Exception:
             pass
     return "data:image/png;base64," + base64.b64encode(data).decode("ascii")
 
@@ -294,14 +353,20 @@ def _evidence_html(rec: Any) -> str:
         parts.append(f"<ul>{head}</ul>")
         if len(ev) > _EVIDENCE_SHOWN:
             rest = "".join(f"<li>{_e(t)}</li>" for t in ev[_EVIDENCE_SHOWN:])
-            parts.append(f"<details><summary>{len(ev) - _EVIDENCE_SHOWN} more</summary><ul>{rest}</ul></details>")
+            parts.append(
+                f"<details><summary>{len(ev) - _EVIDENCE_SHOWN} more</summary><ul>{rest}</ul></details>"
+            )
     if rec.subchecks:
         items = []
         for s in rec.subchecks:
             first = s.evidence[0].text() if s.evidence else ""
             note = f" [{s.note}]" if s.note else ""
-            items.append(f"<li>{_verdict_badge(s.verdict)} {_e(s.what)}: {_e(first)} (n={s.instances}){_e(note)}</li>")
-        parts.append(f"<details><summary>{len(rec.subchecks)} sub-checks</summary><ul>{''.join(items)}</ul></details>")
+            items.append(
+                f"<li>{_verdict_badge(s.verdict)} {_e(s.what)}: {_e(first)} (n={s.instances}){_e(note)}</li>"
+            )
+        parts.append(
+            f"<details><summary>{len(rec.subchecks)} sub-checks</summary><ul>{''.join(items)}</ul></details>"
+        )
     if rec.notes:
         parts.append(f"<p>{_e(rec.notes)}</p>")
     if rec.criterion:
@@ -312,34 +377,50 @@ def _evidence_html(rec: Any) -> str:
 def render_html(rows: list[ClaimRow], ctx: Any, env: dict[str, str]) -> str:
     """The self-contained HTML report."""
     thumbs = {f.id: _data_uri(f.files["png"], _THUMB_WIDTH) for f in ctx.rendered if f.status == "rendered"}
-    h = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-         '<meta name="viewport" content="width=device-width, initial-scale=1">',
-         "<title>Claims report</title>", f"<style>{_CSS}</style></head><body>",
-         "<h1>Claims report</h1>",
-         f"<p>Scale <strong>{_e(ctx.scale)}</strong>, generated {_e(env['date (UTC)'])} UTC by "
-         f"<code>{_e(env['command'])}</code>.</p>"]
+    h = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        "<title>Claims report</title>",
+        f"<style>{_CSS}</style></head><body>",
+        "<h1>Claims report</h1>",
+        f"<p>Scale <strong>{_e(ctx.scale)}</strong>, generated {_e(env['date (UTC)'])} UTC by "
+        f"<code>{_e(env['command'])}</code>.</p>",
+    ]
     failed = [s for s in ctx.stages if s.status == "failed"]
     if failed:
-        h.append('<div class="failed"><strong>Failed stages:</strong> ' + ", ".join(
-            f"<code>{_e(s.name)}</code> ({_e(s.detail)})" for s in failed) + "</div>")
-    h += ['<h2 id="claims">Claims</h2>', '<table id="claims-table"><thead><tr><th>id</th><th>statement</th>'
-          "<th>verdict</th><th>evidence</th><th>figures</th><th>command</th><th>setting</th></tr></thead><tbody>"]
+        h.append(
+            '<div class="failed"><strong>Failed stages:</strong> '
+            + ", ".join(f"<code>{_e(s.name)}</code> ({_e(s.detail)})" for s in failed)
+            + "</div>"
+        )
+    h += [
+        '<h2 id="claims">Claims</h2>',
+        '<table id="claims-table"><thead><tr><th>id</th><th>statement</th>'
+        "<th>verdict</th><th>evidence</th><th>figures</th><th>command</th><th>setting</th></tr></thead><tbody>",
+    ]
     for r in rows:
         rec = r.record
         figs = []
         for f in r.figures:
             fid = _fig_id(f)
             if _rendered(f):
-                figs.append(f'<a href="#fig-{_e(fid)}" title="{_e(f.title)}"><img alt="{_e(fid)}" '
-                            f'src="{thumbs[fid]}"></a>')
+                figs.append(
+                    f'<a href="#fig-{_e(fid)}" title="{_e(f.title)}"><img alt="{_e(fid)}" '
+                    f'src="{thumbs[fid]}"></a>'
+                )
             else:
                 figs.append(f'<div class="na">{_e(fid)} ({_e(_fig_status(f))})</div>')
-        others = "".join(f"<div>also: {_verdict_badge(o.verdict)} <span class='na'>{_e(_setting(o))}</span></div>"
-                         for o in r.others)
-        h.append(f'<tr id="claim-{_e(r.id)}"><td><strong>{_e(r.id)}</strong></td><td>{_e(rec.statement)}</td>'
-                 f"<td>{_verdict_badge(rec.verdict)}{others}</td><td>{_evidence_html(rec)}</td>"
-                 f'<td class="thumbs">{"".join(figs) or "—"}</td><td><code>{_e(rec.command) or "—"}</code></td>'
-                 f"<td>{_e(_setting(rec)) or '—'}</td></tr>")
+        others = "".join(
+            f"<div>also: {_verdict_badge(o.verdict)} <span class='na'>{_e(_setting(o))}</span></div>"
+            for o in r.others
+        )
+        h.append(
+            f'<tr id="claim-{_e(r.id)}"><td><strong>{_e(r.id)}</strong></td><td>{_e(rec.statement)}</td>'
+            f"<td>{_verdict_badge(rec.verdict)}{others}</td><td>{_evidence_html(rec)}</td>"
+            f'<td class="thumbs">{"".join(figs) or "—"}</td><td><code>{_e(rec.command) or "—"}</code></td>'
+            f"<td>{_e(_setting(rec)) or '—'}</td></tr>"
+        )
     h.append("</tbody></table>")
     h.append('<h2 id="gallery">Figures</h2>')
     for f in ctx.rendered:
@@ -351,24 +432,37 @@ def render_html(rows: list[ClaimRow], ctx: Any, env: dict[str, str]) -> str:
         if f.style_note:
             cap += " " + _e(_style_text(f.style_note).capitalize()) + "."
         cap += f' Files: <a href="{_e(f.id)}.png">{_e(f.id)}.png</a>, <a href="{_e(f.id)}.pdf">{_e(f.id)}.pdf</a>.'
-        h.append(f'<figure id="fig-{_e(f.id)}"><h3>{_e(f.title)} <code>{_e(f.id)}</code></h3>'
-                 f'<img alt="{_e(f.title)}" src="{_data_uri(f.files["png"])}"><figcaption>{cap}</figcaption></figure>')
+        h.append(
+            f'<figure id="fig-{_e(f.id)}"><h3>{_e(f.title)} <code>{_e(f.id)}</code></h3>'
+            f'<img alt="{_e(f.title)}" src="{_data_uri(f.files["png"])}"><figcaption>{cap}</figcaption></figure>'
+        )
     missing = [f for f in ctx.rendered if f.status != "rendered"]
     if missing:
-        h += ['<h2 id="not-available">Figures not produced</h2>',
-              "<table><thead><tr><th>figure</th><th>status</th><th>why</th><th>command that produces its data</th>"
-              "</tr></thead><tbody>"]
+        h += [
+            '<h2 id="not-available">Figures not produced</h2>',
+            "<table><thead><tr><th>figure</th><th>status</th><th>why</th><th>command that produces its data</th>"
+            "</tr></thead><tbody>",
+        ]
         for f in missing:
-            h.append(f"<tr><td><code>{_e(f.id)}</code><br>{_e(f.title)}</td><td>{_e(f.status)}</td>"
-                     f"<td>{_e(f.reason)}</td><td><code>{_e(f.produce.format(results=ctx.results))}</code></td></tr>")
+            h.append(
+                f"<tr><td><code>{_e(f.id)}</code><br>{_e(f.title)}</td><td>{_e(f.status)}</td>"
+                f"<td>{_e(f.reason)}</td><td><code>{_e(f.produce.format(results=ctx.results))}</code></td></tr>"
+            )
         h.append("</tbody></table>")
-    h += ['<h2 id="stages">Stages</h2>', "<table><thead><tr><th>stage</th><th>status</th><th>wall time (s)</th>"
-          "<th>detail</th></tr></thead><tbody>"]
+    h += [
+        '<h2 id="stages">Stages</h2>',
+        "<table><thead><tr><th>stage</th><th>status</th><th>wall time (s)</th>"
+        "<th>detail</th></tr></thead><tbody>",
+    ]
     for s in ctx.stages:
-        h.append(f"<tr><td>{_e(s.name)}</td><td>{_e(s.status)}</td><td>{s.seconds:.1f}</td><td>{_e(s.detail)}</td></tr>")
+        h.append(
+            f"<tr><td>{_e(s.name)}</td><td>{_e(s.status)}</td><td>{s.seconds:.1f}</td><td>{_e(s.detail)}</td></tr>"
+        )
     h.append("</tbody></table>")
     for s in failed:
-        h.append(f"<details open><summary>traceback of stage {_e(s.name)}</summary><pre>{_e(s.error)}</pre></details>")
+        h.append(
+            f"<details open><summary>traceback of stage {_e(s.name)}</summary><pre>{_e(s.error)}</pre></details>"
+        )
     h += ['<h2 id="environment">Environment</h2>', "<table><tbody>"]
     h += [f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in env.items()]
     h += ["</tbody></table>", "</body></html>"]
@@ -387,8 +481,10 @@ def write_report(ctx: Any) -> dict[str, Path]:
     env = environment(ctx)
     stages_before = list(ctx.stages)
     total = time.perf_counter() - ctx.started
-    ctx.stages = stages_before + [StageResult("report", "ok", 0.0, "this report"),
-                                  StageResult("total", "ok", total, "wall time of the whole job so far")]
+    ctx.stages = stages_before + [
+        StageResult("report", "ok", 0.0, "this report"),
+        StageResult("total", "ok", total, "wall time of the whole job so far"),
+    ]
     try:
         md = render_markdown(rows, ctx, env)
         page = render_html(rows, ctx, env)

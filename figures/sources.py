@@ -50,6 +50,7 @@ __all__ = [
     "device_description",
 ]
 
+
 def _package_dir(name: str) -> Path:
     spec = importlib.util.find_spec(name)
     if spec is None or not spec.submodule_search_locations:
@@ -72,9 +73,13 @@ def source_paths(package: str = "theory") -> list[Path]:
 # --------------------------------------------------------------------------------------------
 
 _THEORY_FIGURES = {
-    "T1": ("harris_gap",), "T2": ("harris_gap",), "T3": ("harris_gap",),
-    "T4": ("gram_etf", "loss_optimum_scl"), "T5": ("loss_optimum_scl",),
-    "T6": ("gram_etf", "hucl_at_nc", "loss_optimum_ucl"), "T7": ("hucl_at_nc", "loss_optimum_ucl"),
+    "T1": ("harris_gap",),
+    "T2": ("harris_gap",),
+    "T3": ("harris_gap",),
+    "T4": ("gram_etf", "loss_optimum_scl"),
+    "T5": ("loss_optimum_scl",),
+    "T6": ("gram_etf", "hucl_at_nc", "loss_optimum_ucl"),
+    "T7": ("hucl_at_nc", "loss_optimum_ucl"),
 }
 
 
@@ -83,8 +88,14 @@ def _worst_evidence(rec: claims.Claim) -> claims.Claim:
     if rec.evidence or w is None or not w.evidence:
         return rec
     e = w.evidence[0]
-    return dataclasses.replace(rec, evidence=(claims.Evidence(
-        f"worst sub-check ({e.label})", e.value, e.spread, e.spread_kind, n=w.instances or None),))
+    return dataclasses.replace(
+        rec,
+        evidence=(
+            claims.Evidence(
+                f"worst sub-check ({e.label})", e.value, e.spread, e.spread_kind, n=w.instances or None
+            ),
+        ),
+    )
 
 
 def theory_claims(scale: str = "default", seed: int = 0) -> list[claims.Claim]:
@@ -114,13 +125,19 @@ def theory_claims(scale: str = "default", seed: int = 0) -> list[claims.Claim]:
     from theory.checks import run_checks
 
     torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
-    setting = {"method": "exact enumeration, Monte Carlo with confidence intervals, cvxpy, sympy",
-               "instances": "random psi, eta, unit-ball features; exact NC batches"}
+    setting = {
+        "method": "exact enumeration, Monte Carlo with confidence intervals, cvxpy, sympy",
+        "instances": "random psi, eta, unit-ball features; exact NC batches",
+    }
     out = []
     for r in run_checks(quick=scale == "quick", seed=seed):
         figs = tuple(dict.fromkeys((*r.figures, *_THEORY_FIGURES.get(r.id, ()))))
-        r = dataclasses.replace(r, figures=figs, setting={**setting, **r.setting, "scale": scale},
-                                command=r.command or command_for(r.id, scale=scale))
+        r = dataclasses.replace(
+            r,
+            figures=figs,
+            setting={**setting, **r.setting, "scale": scale},
+            command=r.command or command_for(r.id, scale=scale),
+        )
         out.append(_worst_evidence(r))
     return out
 
@@ -138,8 +155,9 @@ HARRIS_BETAS = (0.0, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 _HARRIS_PAIRS = {"quick": 400, "default": 2000, "paper": 8000}
 
 
-def harris_gap_table(scale: str = "default", seed: int = 0,
-                     betas: Sequence[float] = HARRIS_BETAS) -> pd.DataFrame:
+def harris_gap_table(
+    scale: str = "default", seed: int = 0, betas: Sequence[float] = HARRIS_BETAS
+) -> pd.DataFrame:
     """Monte Carlo Harris gap ``E_hard - E_base`` against beta with 99 % confidence intervals.
 
     ``theory`` Harris Monte Carlo (Jiang et al., arXiv 2311.05139, §3, Harris lemma): random
@@ -159,18 +177,30 @@ def harris_gap_table(scale: str = "default", seed: int = 0,
             b = float(b)
             if b < 0:
                 raise ValueError(f"betas must be >= 0, got {b}")
-            r = harris.harris_monte_carlo(setting=setting, num_pairs=pairs, eta="exponential",
-                                          eta_params={"beta": b}, seed=seed)
+            r = harris.harris_monte_carlo(
+                setting=setting, num_pairs=pairs, eta="exponential", eta_params={"beta": b}, seed=seed
+            )
             lo, hi = r.details["ci"]
-            rows.append({"setting": setting, "beta": b, "estimate": r.details["estimate"], "ci_low": lo,
-                         "ci_high": hi, "confidence": r.details["confidence"],
-                         "base_mean": r.details["base_mean"], "hard_mean": r.details["hard_mean"],
-                         "num_pairs": pairs, "sizes": "C=10, N=500, d=9, K=256, mean-form ψ"})
+            rows.append(
+                {
+                    "setting": setting,
+                    "beta": b,
+                    "estimate": r.details["estimate"],
+                    "ci_low": lo,
+                    "ci_high": hi,
+                    "confidence": r.details["confidence"],
+                    "base_mean": r.details["base_mean"],
+                    "hard_mean": r.details["hard_mean"],
+                    "num_pairs": pairs,
+                    "sizes": "C=10, N=500, d=9, K=256, mean-form ψ",
+                }
+            )
     return pd.DataFrame(rows)
 
 
-def hucl_nc_table(scale: str = "default", num_classes: Sequence[int] = (10, 100),
-                  num_negatives: int = 256) -> pd.DataFrame:
+def hucl_nc_table(
+    scale: str = "default", num_classes: Sequence[int] = (10, 100), num_negatives: int = 256
+) -> pd.DataFrame:
     """Closed-form HUCL loss at NC, q(beta), L*_UCL, L*_SCL and the beta -> inf limit.
 
     Jiang et al. (arXiv 2311.05139, §3.6); mean-form psi, tau = 1, ``num_negatives`` sampled
@@ -183,18 +213,27 @@ def hucl_nc_table(scale: str = "default", num_classes: Sequence[int] = (10, 100)
     _check_scale(scale)
     from theory.hcl import optima as bounds
 
-    betas = np.unique(np.concatenate([np.linspace(0, 30, 61 if scale == "quick" else 121),
-                                      [0.5, 1, 2, 5, 10]]))
+    betas = np.unique(
+        np.concatenate([np.linspace(0, 30, 61 if scale == "quick" else 121), [0.5, 1, 2, 5, 10]])
+    )
     rows = []
     for C in num_classes:
         ucl = bounds.ucl_optimum(C, num_negatives=num_negatives)
         scl = bounds.scl_optimum(C, num_negatives=num_negatives)
         lim = bounds.plugin_value(1.0, C, num_negatives=num_negatives)
         for b in betas:
-            rows.append({"num_classes": int(C), "beta": float(b),
-                         "hucl_at_nc": bounds.hucl_at_nc(C, float(b), num_negatives=num_negatives),
-                         "q": bounds.collision_probability(C, float(b)), "ucl_optimum": ucl,
-                         "scl_optimum": scl, "limit": lim, "num_negatives": num_negatives})
+            rows.append(
+                {
+                    "num_classes": int(C),
+                    "beta": float(b),
+                    "hucl_at_nc": bounds.hucl_at_nc(C, float(b), num_negatives=num_negatives),
+                    "q": bounds.collision_probability(C, float(b)),
+                    "ucl_optimum": ucl,
+                    "scl_optimum": scl,
+                    "limit": lim,
+                    "num_negatives": num_negatives,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -245,9 +284,14 @@ def noise_floor_table(scale: str = "default", seed: int = 20260113) -> pd.DataFr
     return t.assign(dgp="candidates s = (0.15, 0.45, 0.70, 0.90), β* = 0.8, Weibit winner law")
 
 
-def pot_tables(scores: Sequence[float] | np.ndarray, q: float = 0.99, *, source: str = "",
-               quantiles: Sequence[float] = (0.98, 0.985, 0.99, 0.992, 0.995),
-               min_exceed: int = 100) -> dict[str, pd.DataFrame]:
+def pot_tables(
+    scores: Sequence[float] | np.ndarray,
+    q: float = 0.99,
+    *,
+    source: str = "",
+    quantiles: Sequence[float] = (0.98, 0.985, 0.99, 0.992, 0.995),
+    min_exceed: int = 100,
+) -> dict[str, pd.DataFrame]:
     """Peaks-over-threshold tables of similarity scores (Erol et al., arXiv 2606.00262).
 
     Profile-likelihood GPD fit above the ``q`` quantile (``theory`` POT fit), a separately fitted
@@ -275,18 +319,42 @@ def pot_tables(scores: Sequence[float] | np.ndarray, q: float = 0.99, *, source:
     y = np.asarray(r.exceedances, dtype=np.float64)
     top = float(y.max())
     end = -r.sigma / r.xi if r.xi < 0 else math.inf
-    grid = np.unique(np.concatenate([np.geomspace(max(y.min(), top * 1e-4), top, 200),
-                                     np.linspace(0.0, top, 200)]))
+    grid = np.unique(
+        np.concatenate([np.geomspace(max(y.min(), top * 1e-4), top, 200), np.linspace(0.0, top, 200)])
+    )
     if math.isfinite(end):
         grid = np.unique(np.concatenate([grid, np.linspace(0.0, min(end, top * 1.2), 50)]))
-    fit = pd.DataFrame([{"q": r.q, "threshold": r.threshold, "n_exceed": r.n_exceed, "xi": r.xi,
-                         "sigma": r.sigma, "exp_sigma": r.exp_sigma, "endpoint": r.endpoint,
-                         "loglik": r.loglik, "exp_loglik": r.exp_loglik, "source": source}])
-    density = pd.DataFrame({"y": grid, "gpd": stats.genpareto.pdf(grid, c=r.xi, scale=r.sigma),
-                            "exponential": stats.expon.pdf(grid, scale=r.exp_sigma)})
+    fit = pd.DataFrame(
+        [
+            {
+                "q": r.q,
+                "threshold": r.threshold,
+                "n_exceed": r.n_exceed,
+                "xi": r.xi,
+                "sigma": r.sigma,
+                "exp_sigma": r.exp_sigma,
+                "endpoint": r.endpoint,
+                "loglik": r.loglik,
+                "exp_loglik": r.exp_loglik,
+                "source": source,
+            }
+        ]
+    )
+    density = pd.DataFrame(
+        {
+            "y": grid,
+            "gpd": stats.genpareto.pdf(grid, c=r.xi, scale=r.sigma),
+            "exponential": stats.expon.pdf(grid, scale=r.exp_sigma),
+        }
+    )
     stability = gpd.threshold_stability(s, quantiles, min_exceed=min_exceed)
-    return {"pot_exceedances": pd.DataFrame({"y": y}), "pot_fit": fit, "pot_density": density,
-            "pot_qq": r.qq.copy(), "pot_stability": stability}
+    return {
+        "pot_exceedances": pd.DataFrame({"y": y}),
+        "pot_fit": fit,
+        "pot_density": density,
+        "pot_qq": r.qq.copy(),
+        "pot_stability": stability,
+    }
 
 
 def link_tables(cand: Any, *, tau: float | None = 0.5, source: str = "") -> dict[str, pd.DataFrame]:
@@ -305,9 +373,21 @@ def link_tables(cand: Any, *, tau: float | None = 0.5, source: str = "") -> dict
     from theory.weince import links
 
     r = links.link_select(cand, tau=tau)
-    fit = pd.DataFrame([{"lam_hat": r.lam_hat, "tau_hat": r.tau_hat, "loglik": r.loglik, "loglik0": r.loglik0,
-                         "lr_stat": r.lr_stat, "p_chi2": r.p_chi2, "p_boundary": r.p_boundary,
-                         "n_rows": r.n_rows, "source": source}])
+    fit = pd.DataFrame(
+        [
+            {
+                "lam_hat": r.lam_hat,
+                "tau_hat": r.tau_hat,
+                "loglik": r.loglik,
+                "loglik0": r.loglik0,
+                "lr_stat": r.lr_stat,
+                "p_chi2": r.p_chi2,
+                "p_boundary": r.p_boundary,
+                "n_rows": r.n_rows,
+                "source": source,
+            }
+        ]
+    )
     return {"lambda_profile": r.profile.copy(), "lambda_fit": fit}
 
 
@@ -364,8 +444,22 @@ def load_synthetic(results: str | os.PathLike) -> pd.DataFrame:
     return out
 
 
-_SPEC_KEEP = ("grid", "method", "beta", "normalization", "encoder", "batch_size", "positives",
-              "num_classes", "estimator", "epochs", "eval_every", "lr", "init", "seed")
+_SPEC_KEEP = (
+    "grid",
+    "method",
+    "beta",
+    "normalization",
+    "encoder",
+    "batch_size",
+    "positives",
+    "num_classes",
+    "estimator",
+    "epochs",
+    "eval_every",
+    "lr",
+    "init",
+    "seed",
+)
 
 
 def spectrum_table(table: pd.DataFrame) -> pd.DataFrame:
@@ -383,11 +477,16 @@ def spectrum_table(table: pd.DataFrame) -> pd.DataFrame:
     """
     if not isinstance(table, pd.DataFrame) or len(table) == 0:
         return pd.DataFrame()
-    keep = [c for c in _SPEC_KEEP if c in table.columns] + [c for c in ("run_key", "epoch") if c in table.columns]
-    wide = sorted((c for c in table.columns if c.startswith("spectrum_") and c[9:].isdigit()),
-                  key=lambda c: int(c[9:]))
+    keep = [c for c in _SPEC_KEEP if c in table.columns] + [
+        c for c in ("run_key", "epoch") if c in table.columns
+    ]
+    wide = sorted(
+        (c for c in table.columns if c.startswith("spectrum_") and c[9:].isdigit()), key=lambda c: int(c[9:])
+    )
     if wide:
-        long = table[keep + wide].melt(id_vars=keep, value_vars=wide, var_name="index", value_name="log_ratio")
+        long = table[keep + wide].melt(
+            id_vars=keep, value_vars=wide, var_name="index", value_name="log_ratio"
+        )
         long["index"] = long["index"].str[9:].astype(int)
         return long.dropna(subset=["log_ratio"]).reset_index(drop=True)
     if "class_means" not in table.columns:
@@ -411,7 +510,9 @@ def spectrum_table(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def synthetic_claims(table: pd.DataFrame, *, results: str = "results", scale: str = "default") -> list[claims.Claim]:
+def synthetic_claims(
+    table: pd.DataFrame, *, results: str = "results", scale: str = "default"
+) -> list[claims.Claim]:
     """Claims S1-S4 and R5 judged by the synthetic package from stored results (R4 NOT RUN).
 
     Calls the synthetic judges (verdicts with their measured text, per-setting details) and turns
@@ -446,6 +547,6 @@ def device_description() -> str:
         if torch.cuda.is_available():
             names = ", ".join(torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count()))
             return f"{cpu}; GPU: {names} (not used by these stages)"
-    except Exception:  # noqa: BLE001 - environment report only
+    except Exception:
         pass
     return cpu + "; no GPU used"

@@ -78,14 +78,21 @@ class TheoryStage:
 
     name = "theory"
 
-    def __init__(self, checks: Callable[[str, int], list] | None = None,
-                 tables: Mapping[str, TableProducer] | None = None) -> None:
+    def __init__(
+        self,
+        checks: Callable[[str, int], list] | None = None,
+        tables: Mapping[str, TableProducer] | None = None,
+    ) -> None:
         self.checks = checks or (lambda scale, seed: sources.theory_claims(scale, seed))
-        self.tables = dict(tables) if tables is not None else {
-            "harris_gap": lambda scale, seed: sources.harris_gap_table(scale, seed),
-            "hucl_nc": lambda scale, seed: sources.hucl_nc_table(scale),
-            "gram": lambda scale, seed: sources.gram_table(scale),
-        }
+        self.tables = (
+            dict(tables)
+            if tables is not None
+            else {
+                "harris_gap": lambda scale, seed: sources.harris_gap_table(scale, seed),
+                "hucl_nc": lambda scale, seed: sources.hucl_nc_table(scale),
+                "gram": lambda scale, seed: sources.gram_table(scale),
+            }
+        )
 
     def units(self, ctx: Context) -> int:
         return 1 + sum(ctx.needs(n) for n in self.tables)
@@ -106,7 +113,8 @@ class TheoryStage:
                 ctx.tick(name)
         failed = [r.id for r in recs if r.verdict == claims.Verdict.FAIL]
         verdicts = f"{sum(r.verdict == claims.Verdict.PASS for r in recs)} PASS" + (
-            f", FAIL: {' '.join(failed)}" if failed else "")
+            f", FAIL: {' '.join(failed)}" if failed else ""
+        )
         return f"{verdicts}; {cache.describe()} ({cache.folder})"
 
 
@@ -122,9 +130,12 @@ class SyntheticStage:
 
     name = "synthetic"
 
-    def __init__(self, load: Callable[[Path], pd.DataFrame] | None = None,
-                 spectrum: Callable[[pd.DataFrame], pd.DataFrame] | None = None,
-                 judge: Callable[..., list] | None = None) -> None:
+    def __init__(
+        self,
+        load: Callable[[Path], pd.DataFrame] | None = None,
+        spectrum: Callable[[pd.DataFrame], pd.DataFrame] | None = None,
+        judge: Callable[..., list] | None = None,
+    ) -> None:
         self.load = load or sources.load_synthetic
         self.spectrum = spectrum or sources.spectrum_table
         self.judge = judge or sources.synthetic_claims
@@ -165,8 +176,13 @@ class WeinceStage:
     SCORES = Path("weince") / "pot_scores.csv"
     CANDIDATES = Path("weince") / "link_candidates.npz"
 
-    def __init__(self, noise_floor: TableProducer | None = None, judge_w5: Callable[..., Any] | None = None,
-                 pot: Callable[..., dict] | None = None, link: Callable[..., dict] | None = None) -> None:
+    def __init__(
+        self,
+        noise_floor: TableProducer | None = None,
+        judge_w5: Callable[..., Any] | None = None,
+        pot: Callable[..., dict] | None = None,
+        link: Callable[..., dict] | None = None,
+    ) -> None:
         self.noise_floor = noise_floor or (lambda scale, seed: sources.noise_floor_table(scale))
         self.judge_w5 = judge_w5 or records.w5_claim
         self.pot = pot or sources.pot_tables
@@ -257,9 +273,14 @@ def run_stages(ctx: Context, stages: Sequence[Stage] | None = None) -> int:
         try:
             detail = st.run(ctx)
             res = StageResult(st.name, "ok", time.perf_counter() - t0, detail or "")
-        except Exception as exc:  # noqa: BLE001 - reported in the report and the exit status
-            res = StageResult(st.name, "failed", time.perf_counter() - t0, f"{type(exc).__name__}: {exc}",
-                              traceback.format_exc())
+        except Exception as exc:
+            res = StageResult(
+                st.name,
+                "failed",
+                time.perf_counter() - t0,
+                f"{type(exc).__name__}: {exc}",
+                traceback.format_exc(),
+            )
             status = 1
         left = st.units(ctx) - (ctx.progress.done - before)
         if left > 0:

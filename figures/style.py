@@ -33,12 +33,12 @@ import matplotlib
 
 matplotlib.use("Agg", force=False)  # no display needed; harmless when a backend is already set
 
-import matplotlib as mpl  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-import seaborn as sns  # noqa: E402
-from matplotlib.axes import Axes  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
+import matplotlib as mpl
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 
 __all__ = [
     "BETAS",
@@ -122,8 +122,9 @@ def themed(fn: Callable[..., Figure]) -> Callable[..., Figure]:
     return wrapper
 
 
-def new_figure(nrows: int = 1, ncols: int = 1, *, width: float = 8.0, height: float = 5.0,
-               **subplot_kw: Any) -> tuple[Figure, np.ndarray]:
+def new_figure(
+    nrows: int = 1, ncols: int = 1, *, width: float = 8.0, height: float = 5.0, **subplot_kw: Any
+) -> tuple[Figure, np.ndarray]:
     """A figure with an ``(nrows, ncols)`` array of axes (the authors' panels are 8 x 5 inches).
 
     Args:
@@ -210,8 +211,9 @@ def method_color(method: str) -> tuple[float, float, float]:
     return tuple(METHOD_COLORS[method])  # type: ignore[return-value]
 
 
-def aggregate_seeds(frame: pd.DataFrame, x: str, y: str, *, by: Sequence[str] = (),
-                    seed: str = "seed") -> pd.DataFrame:
+def aggregate_seeds(
+    frame: pd.DataFrame, x: str, y: str, *, by: Sequence[str] = (), seed: str = "seed"
+) -> pd.DataFrame:
     """Mean, sample std (ddof = 1) and count of ``y`` over seeds at each ``x`` (and group).
 
     Args:
@@ -242,9 +244,19 @@ def aggregate_seeds(frame: pd.DataFrame, x: str, y: str, *, by: Sequence[str] = 
     return out.reset_index()
 
 
-def seed_band(ax: Axes, x: Iterable[float], mean: Iterable[float], std: Iterable[float] | None = None,
-              *, color: Any = None, label: str | None = None, alpha: float = 0.2,
-              marker: str | None = None, linestyle: str = "-", zorder: float = 2) -> None:
+def seed_band(
+    ax: Axes,
+    x: Iterable[float],
+    mean: Iterable[float],
+    std: Iterable[float] | None = None,
+    *,
+    color: Any = None,
+    label: str | None = None,
+    alpha: float = 0.2,
+    marker: str | None = None,
+    linestyle: str = "-",
+    zorder: float = 2,
+) -> None:
     """Draw a seed-aggregated curve: the mean as a line, mean +- std as a shaded band.
 
     Args:
@@ -266,20 +278,23 @@ def seed_band(ax: Axes, x: Iterable[float], mean: Iterable[float], std: Iterable
     mv = np.asarray(list(mean), dtype=float)
     if xv.shape != mv.shape:
         raise ValueError(f"x and mean must have the same length, got {xv.shape} and {mv.shape}")
-    (line,) = ax.plot(xv, mv, color=color, label=label, marker=marker, linestyle=linestyle,
-                      markersize=4, zorder=zorder)
+    (line,) = ax.plot(
+        xv, mv, color=color, label=label, marker=marker, linestyle=linestyle, markersize=4, zorder=zorder
+    )
     if std is not None:
         sv = np.asarray(list(std), dtype=float)
         if sv.shape != mv.shape:
             raise ValueError(f"std and mean must have the same length, got {sv.shape} and {mv.shape}")
         sv = np.where(np.isfinite(sv), sv, 0.0)
         if np.any(sv > 0):
-            ax.fill_between(xv, mv - sv, mv + sv, color=line.get_color(), alpha=alpha, linewidth=0,
-                            zorder=zorder - 0.5)
+            ax.fill_between(
+                xv, mv - sv, mv + sv, color=line.get_color(), alpha=alpha, linewidth=0, zorder=zorder - 0.5
+            )
 
 
-def ideal_line(ax: Axes, value: float, *, label: str = "ideal", orientation: str = "h",
-               color: Any = "black") -> None:
+def ideal_line(
+    ax: Axes, value: float, *, label: str = "ideal", orientation: str = "h", color: Any = "black"
+) -> None:
     """The ideal value of a quantity as a dashed line (horizontal by default).
 
     Args:
@@ -303,9 +318,17 @@ def ideal_line(ax: Axes, value: float, *, label: str = "ideal", orientation: str
         raise ValueError(f"orientation must be 'h' or 'v', got {orientation!r}")
 
 
-def finish_axes(ax: Axes, *, title: str | None = None, xlabel: str, ylabel: str,
-                legend: bool = True, legend_title: str | None = None, loc: str = "best",
-                outside: bool = False) -> None:
+def finish_axes(
+    ax: Axes,
+    *,
+    title: str | None = None,
+    xlabel: str,
+    ylabel: str,
+    legend: bool = True,
+    legend_title: str | None = None,
+    loc: str = "best",
+    outside: bool = False,
+) -> None:
     """Title, axis labels and legend of a panel (the labels are mandatory).
 
     Args:
@@ -331,15 +354,15 @@ def finish_axes(ax: Axes, *, title: str | None = None, xlabel: str, ylabel: str,
         handles, labels = ax.get_legend_handles_labels()
         if handles:
             if outside:
-                ax.legend(title=legend_title, loc="upper left", bbox_to_anchor=(1.02, 1.0),
-                          borderaxespad=0.0)
+                ax.legend(title=legend_title, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
             else:
                 ax.legend(title=legend_title, loc=loc)
 
 
 def note(fig: Figure, text: str) -> None:
     """A small grey caption at the bottom of the figure (the setting a figure shows), wrapped to
-    the figure's width."""
+    the figure's width.
+    """
     if text:
         import textwrap
 
@@ -366,8 +389,14 @@ def _atomic_savefig(fig: Figure, dest: Path, fmt: str, dpi: int) -> None:
     tmp = dest.parent / f".{dest.name}.{os.getpid()}.{time.monotonic_ns()}.tmp"
     try:
         with open(tmp, "wb") as fh:
-            fig.savefig(fh, format=fmt, dpi=dpi, metadata={"Software": "hardneg-collapse figures"}
-                        if fmt == "png" else {"Creator": "hardneg-collapse figures"})
+            fig.savefig(
+                fh,
+                format=fmt,
+                dpi=dpi,
+                metadata={"Software": "hardneg-collapse figures"}
+                if fmt == "png"
+                else {"Creator": "hardneg-collapse figures"},
+            )
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, dest)

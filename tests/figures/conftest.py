@@ -46,11 +46,26 @@ def synthetic_table() -> pd.DataFrame:
             key = f"{grid}-{method}-{beta:g}-{norm}-{positives}-{batch}-{init}-{seed}"
             fam = "SCL" if method in ("SCL", "HSCL") else "UCL"
             for ep in EPOCHS:
-                rows.append({"grid": grid, "method": method, "beta": float(beta), "normalization": norm,
-                             "positives": positives, "batch_size": batch, "encoder": "mlp", "num_classes": C,
-                             "n_per_class": 8, "init": init, "epochs": EPOCHS[-1], "seed": seed,
-                             "run_key": key, "epoch": ep, **_metrics(rng, beta, norm, ep, fam, positives),
-                             "class_means": _class_means(rng, C)})
+                rows.append(
+                    {
+                        "grid": grid,
+                        "method": method,
+                        "beta": float(beta),
+                        "normalization": norm,
+                        "positives": positives,
+                        "batch_size": batch,
+                        "encoder": "mlp",
+                        "num_classes": C,
+                        "n_per_class": 8,
+                        "init": init,
+                        "epochs": EPOCHS[-1],
+                        "seed": seed,
+                        "run_key": key,
+                        "epoch": ep,
+                        **_metrics(rng, beta, norm, ep, fam, positives),
+                        "class_means": _class_means(rng, C),
+                    }
+                )
 
     for fam, hard in (("SCL", "HSCL"), ("UCL", "HUCL")):
         for norm in ("ball", "sphere", "none"):
@@ -71,14 +86,32 @@ def synthetic_table() -> pd.DataFrame:
 def spectrum_table(synthetic_table) -> pd.DataFrame:
     """Long spectrum table built by hand (log ratios decreasing with the index)."""
     rng = np.random.default_rng(1)
-    keep = ["grid", "method", "beta", "normalization", "encoder", "batch_size", "positives", "num_classes",
-            "init", "seed", "run_key", "epoch"]
+    keep = [
+        "grid",
+        "method",
+        "beta",
+        "normalization",
+        "encoder",
+        "batch_size",
+        "positives",
+        "num_classes",
+        "init",
+        "seed",
+        "run_key",
+        "epoch",
+    ]
     base = synthetic_table[keep].drop_duplicates()
     rows = []
     for rec in base.to_dict("records"):
         drop = 0.0 if rec["normalization"] != "none" else -3.0
         for i in range(3):
-            rows.append({**rec, "index": i, "log_ratio": 0.0 if i == 0 else drop * i * rec["epoch"] / 10 - rng.random()})
+            rows.append(
+                {
+                    **rec,
+                    "index": i,
+                    "log_ratio": 0.0 if i == 0 else drop * i * rec["epoch"] / 10 - rng.random(),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -86,22 +119,62 @@ def spectrum_table(synthetic_table) -> pd.DataFrame:
 def theory_tables() -> dict[str, pd.DataFrame]:
     """Hand-made versions of the theory producers' tables."""
     betas = [0.0, 1.0, 2.0, 5.0, 10.0]
-    harris = pd.DataFrame([{"setting": s, "beta": b, "estimate": 0.01 * b * (1 + k), "ci_low": 0.01 * b * (1 + k) - 0.005,
-                            "ci_high": 0.01 * b * (1 + k) + 0.005, "confidence": 0.99, "num_pairs": 100,
-                            "sizes": "C=10"} for k, s in enumerate(("supervised", "unsupervised")) for b in betas])
-    hucl = pd.DataFrame([{"num_classes": C, "beta": b, "hucl_at_nc": 0.33 + 0.03 * b, "q": min(1.0, 0.1 + 0.09 * b),
-                          "ucl_optimum": 0.33, "scl_optimum": 0.28, "limit": 0.6931} for C in (10, 100) for b in betas])
+    harris = pd.DataFrame(
+        [
+            {
+                "setting": s,
+                "beta": b,
+                "estimate": 0.01 * b * (1 + k),
+                "ci_low": 0.01 * b * (1 + k) - 0.005,
+                "ci_high": 0.01 * b * (1 + k) + 0.005,
+                "confidence": 0.99,
+                "num_pairs": 100,
+                "sizes": "C=10",
+            }
+            for k, s in enumerate(("supervised", "unsupervised"))
+            for b in betas
+        ]
+    )
+    hucl = pd.DataFrame(
+        [
+            {
+                "num_classes": C,
+                "beta": b,
+                "hucl_at_nc": 0.33 + 0.03 * b,
+                "q": min(1.0, 0.1 + 0.09 * b),
+                "ucl_optimum": 0.33,
+                "scl_optimum": 0.28,
+                "limit": 0.6931,
+            }
+            for C in (10, 100)
+            for b in betas
+        ]
+    )
     gram = []
     for C in (3, 4):
         etf = (C * np.eye(C) - np.ones((C, C))) / (C - 1)
         for prog, G in (("SCL optimum", etf + 1e-4), ("ETF", etf)):
-            gram += [{"num_classes": C, "program": prog, "row": i, "col": j, "value": float(v)}
-                     for (i, j), v in np.ndenumerate(G)]
+            gram += [
+                {"num_classes": C, "program": prog, "row": i, "col": j, "value": float(v)}
+                for (i, j), v in np.ndenumerate(G)
+            ]
     ns = np.array([100, 1000, 10000])
     c, floor = 7.136, 0.045
-    nf = pd.DataFrame({"n": ns, "reps": 50, "mse_softmax": floor + 20 / ns, "mse_weibit": c / ns * 1.01,
-                       "se_mse_softmax": 0.001, "se_mse_weibit": 0.0001, "theory_weibit": c / ns,
-                       "bias2_floor": floor, "theory_softmax": floor + 19 / ns, "c": c, "dgp": "hand-made"})
+    nf = pd.DataFrame(
+        {
+            "n": ns,
+            "reps": 50,
+            "mse_softmax": floor + 20 / ns,
+            "mse_weibit": c / ns * 1.01,
+            "se_mse_softmax": 0.001,
+            "se_mse_weibit": 0.0001,
+            "theory_weibit": c / ns,
+            "bias2_floor": floor,
+            "theory_softmax": floor + 19 / ns,
+            "c": c,
+            "dgp": "hand-made",
+        }
+    )
     return {"harris_gap": harris, "hucl_nc": hucl, "gram": pd.DataFrame(gram), "noise_floor": nf}
 
 
@@ -116,18 +189,64 @@ def weince_tables() -> dict[str, pd.DataFrame]:
     ep = np.repeat(np.arange(4), 20)
     return {
         "pot_exceedances": pd.DataFrame({"y": y}),
-        "pot_fit": pd.DataFrame([{"q": 0.99, "threshold": 0.55, "n_exceed": y.size, "xi": -0.2, "sigma": 0.1,
-                                  "exp_sigma": 0.09, "endpoint": 1.05, "source": "hand-made scores"}]),
-        "pot_density": pd.DataFrame({"y": grid, "gpd": 10 * (1 - grid / 0.5) ** 4, "exponential": 11 * np.exp(-grid / 0.09)}),
-        "pot_qq": pd.DataFrame({"p": p, "empirical": np.quantile(y, p), "gpd": np.quantile(y, p) * 1.01,
-                                "exponential": -0.09 * np.log1p(-p)}),
-        "pot_stability": pd.DataFrame({"q": [0.98, 0.99, 0.995], "threshold": [0.5, 0.55, 0.6], "n_exceed": [600, 300, 150],
-                                       "xi": [-0.22, -0.2, np.nan]}),
-        "lambda_profile": pd.DataFrame({"lam": np.linspace(0, 1, 11), "loglik": -((np.linspace(0, 1, 11) - 0.4) ** 2) * 30 - 100}),
-        "lambda_fit": pd.DataFrame([{"lam_hat": 0.4, "tau_hat": 0.5, "loglik": -100.0, "loglik0": -104.8, "lr_stat": 9.6,
-                                     "p_boundary": 0.001, "n_rows": 64}]),
-        "weince_gate": pd.DataFrame({"epoch": ep, "lambda": rng.random(ep.size), "lambda_rho": rng.random(ep.size),
-                                     "lambda_aic": rng.random(ep.size), "daic": rng.normal(size=ep.size)}),
+        "pot_fit": pd.DataFrame(
+            [
+                {
+                    "q": 0.99,
+                    "threshold": 0.55,
+                    "n_exceed": y.size,
+                    "xi": -0.2,
+                    "sigma": 0.1,
+                    "exp_sigma": 0.09,
+                    "endpoint": 1.05,
+                    "source": "hand-made scores",
+                }
+            ]
+        ),
+        "pot_density": pd.DataFrame(
+            {"y": grid, "gpd": 10 * (1 - grid / 0.5) ** 4, "exponential": 11 * np.exp(-grid / 0.09)}
+        ),
+        "pot_qq": pd.DataFrame(
+            {
+                "p": p,
+                "empirical": np.quantile(y, p),
+                "gpd": np.quantile(y, p) * 1.01,
+                "exponential": -0.09 * np.log1p(-p),
+            }
+        ),
+        "pot_stability": pd.DataFrame(
+            {
+                "q": [0.98, 0.99, 0.995],
+                "threshold": [0.5, 0.55, 0.6],
+                "n_exceed": [600, 300, 150],
+                "xi": [-0.22, -0.2, np.nan],
+            }
+        ),
+        "lambda_profile": pd.DataFrame(
+            {"lam": np.linspace(0, 1, 11), "loglik": -((np.linspace(0, 1, 11) - 0.4) ** 2) * 30 - 100}
+        ),
+        "lambda_fit": pd.DataFrame(
+            [
+                {
+                    "lam_hat": 0.4,
+                    "tau_hat": 0.5,
+                    "loglik": -100.0,
+                    "loglik0": -104.8,
+                    "lr_stat": 9.6,
+                    "p_boundary": 0.001,
+                    "n_rows": 64,
+                }
+            ]
+        ),
+        "weince_gate": pd.DataFrame(
+            {
+                "epoch": ep,
+                "lambda": rng.random(ep.size),
+                "lambda_rho": rng.random(ep.size),
+                "lambda_aic": rng.random(ep.size),
+                "daic": rng.normal(size=ep.size),
+            }
+        ),
     }
 
 

@@ -20,8 +20,14 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
 
 
 def _cli(*args: str, cwd: Path = ROOT, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "figures", *args], cwd=cwd, env=ENV, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "figures", *args],
+        cwd=cwd,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def test_help_explains_every_flag(capsys):
@@ -45,8 +51,12 @@ def test_list_prints_every_figure(capsys):
 
 
 def test_usage_errors_exit_2(tmp_path, capsys):
-    for argv in (["--only", "no_such_figure"], ["--jobs", "0"], ["--scale", "huge"],
-                 ["--results", str(tmp_path / "f.txt")]):
+    for argv in (
+        ["--only", "no_such_figure"],
+        ["--jobs", "0"],
+        ["--scale", "huge"],
+        ["--results", str(tmp_path / "f.txt")],
+    ):
         (tmp_path / "f.txt").write_text("x")
         with pytest.raises(SystemExit) as exc:
             main(argv)

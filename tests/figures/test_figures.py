@@ -13,8 +13,8 @@ from matplotlib.figure import Figure
 
 import figures
 from figures import registry, style
-from figures.stages import render_figure
 from figures.sources import claims
+from figures.stages import render_figure
 
 SPECS = registry.all_figures()
 IDS = [s.id for s in SPECS]
@@ -92,7 +92,10 @@ def test_missing_inputs_read_not_available_with_the_command(figure_id, tmp_path)
 
 
 def test_family_without_runs_is_not_available(all_tables):
-    only_scl = {**all_tables, "synthetic": all_tables["synthetic"][all_tables["synthetic"]["method"].isin(["SCL", "HSCL"])]}
+    only_scl = {
+        **all_tables,
+        "synthetic": all_tables["synthetic"][all_tables["synthetic"]["method"].isin(["SCL", "HSCL"])],
+    }
     a = registry.availability(registry.get("conditions_ucl"), only_scl)
     assert not a.ok and "UCL / HUCL" in a.reason
     assert registry.availability(registry.get("conditions_scl"), only_scl).ok

@@ -23,11 +23,21 @@ def _records():
     sub = claims.SubCheck.tolerance("closed form vs NC batch", value=3e-16, tol=1e-12, instances=60)
     return [
         claims.Claim.from_subchecks("T4", [sub], command="python -m theory --quick"),
-        claims.Claim("S1", V.REPRODUCED, (claims.Evidence("etf_mean <b>", 1e-3, 2e-4, "std", n=3),),
-                     setting={"data": "synthetic", "normalization": "ball"}, command="python -m synthetic sweep s1",
-                     figures=("conditions_scl",), notes="note with <script>alert('x')</script> & ampersand"),
-        claims.Claim("S1", V.PARTLY, setting={"scale": "paper"}, command="python -m synthetic sweep s1 --scale paper"),
-        claims.Claim("S3", V.NOT_REPRODUCED, (claims.Evidence("etf_mean HUCL beta=30", 0.4, 0.02, "std", n=3),)),
+        claims.Claim(
+            "S1",
+            V.REPRODUCED,
+            (claims.Evidence("etf_mean <b>", 1e-3, 2e-4, "std", n=3),),
+            setting={"data": "synthetic", "normalization": "ball"},
+            command="python -m synthetic sweep s1",
+            figures=("conditions_scl",),
+            notes="note with <script>alert('x')</script> & ampersand",
+        ),
+        claims.Claim(
+            "S1", V.PARTLY, setting={"scale": "paper"}, command="python -m synthetic sweep s1 --scale paper"
+        ),
+        claims.Claim(
+            "S3", V.NOT_REPRODUCED, (claims.Evidence("etf_mean HUCL beta=30", 0.4, 0.02, "std", n=3),)
+        ),
         claims.Claim("W5", V.PARTLY, (claims.Evidence("ratio", 1.0, 0.01, "ci", n=100, level=0.99),)),
         claims.not_run("R1", "python -m realdata train ..."),
     ]
@@ -36,13 +46,20 @@ def _records():
 @pytest.fixture()
 def ctx(all_tables, tmp_path):
     specs = [registry.get(i) for i in ("conditions_scl", "harris_gap", "near_nc_init", "pot_exceedances")]
-    c = Context(scale="quick", results=tmp_path / "results", out=tmp_path / "out", figures=specs,
-                argv=["--scale", "quick"])
+    c = Context(
+        scale="quick",
+        results=tmp_path / "results",
+        out=tmp_path / "out",
+        figures=specs,
+        argv=["--scale", "quick"],
+    )
     tables = {k: v for k, v in all_tables.items() if not k.startswith("pot_")}
     c.rendered = [render_figure(s, tables, c.out) for s in specs]
     c.records = _records()
-    c.stages = [StageResult("theory", "ok", 1.5, "9 PASS"),
-                StageResult("synthetic", "failed", 0.2, "ValueError: <bad> table", "Traceback ...\nValueError")]
+    c.stages = [
+        StageResult("theory", "ok", 1.5, "9 PASS"),
+        StageResult("synthetic", "failed", 0.2, "ValueError: <bad> table", "Traceback ...\nValueError"),
+    ]
     return c
 
 
@@ -65,7 +82,10 @@ def test_report_lists_every_claim_exactly_once_and_its_images_exist(ctx):
     # the further S1 record is listed under the first
     s1 = next(line for line in md.splitlines() if line.startswith("| S1 |"))
     assert "REPRODUCED" in s1 and "also: PARTLY" in s1
-    assert "pot_exceedances (not available)" in md and "pot_exceedances" in md.split("## Figures not produced")[1]
+    assert (
+        "pot_exceedances (not available)" in md
+        and "pot_exceedances" in md.split("## Figures not produced")[1]
+    )
     assert "[near_nc_init](near_nc_init.png)" in md
     assert "spectrum_scl (not rendered in this run)" in md  # not selected, not "not available"
 
@@ -135,14 +155,28 @@ def _browser() -> str | None:
 def test_html_opens_in_a_headless_browser(ctx, tmp_path):
     browser = _browser()
     if browser is None:
-        pytest.skip(f"no headless browser found (looked for {', '.join(BROWSERS)}); .ci/run installs chromium")
+        pytest.skip(
+            f"no headless browser found (looked for {', '.join(BROWSERS)}); .ci/run installs chromium"
+        )
     paths = report.write_report(ctx)
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             f"--user-data-dir={tmp_path / 'profile'}", "--enable-logging=stderr", "--v=0"]
+    flags = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        "--enable-logging=stderr",
+        "--v=0",
+    ]
     url = paths["html"].resolve().as_uri()
     env = {**os.environ, "HOME": str(tmp_path)}
-    dom = subprocess.run([browser, *flags, "--dump-dom", url], capture_output=True, text=True, timeout=90, env=env)
+    dom = subprocess.run(
+        [browser, *flags, "--dump-dom", url], capture_output=True, text=True, timeout=90, env=env
+    )
     assert dom.returncode == 0, dom.stderr[-2000:]
     assert 'id="claims-table"' in dom.stdout
     for cid in claims.CATALOGUE:
@@ -150,8 +184,13 @@ def test_html_opens_in_a_headless_browser(ctx, tmp_path):
     console = [ln for ln in dom.stderr.splitlines() if "CONSOLE" in ln or "Uncaught" in ln]
     assert not console, console
     shot = tmp_path / "shot.png"
-    r = subprocess.run([browser, *flags, "--window-size=1400,1800", f"--screenshot={shot}", url],
-                       capture_output=True, text=True, timeout=90, env=env)
+    r = subprocess.run(
+        [browser, *flags, "--window-size=1400,1800", f"--screenshot={shot}", url],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        env=env,
+    )
     assert r.returncode == 0 and shot.is_file() and shot.stat().st_size > 10_000, r.stderr[-2000:]
 
 

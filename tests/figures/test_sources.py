@@ -30,18 +30,32 @@ def _nf(ratio=1.0, softmax_rel=0.0, above=True):
     weib = c / ns * ratio
     if not above:
         weib = np.maximum(weib, soft * 1.5)
-    return pd.DataFrame({"n": ns, "reps": 100, "mse_softmax": soft, "mse_weibit": weib, "se_mse_softmax": 1e-3,
-                         "se_mse_weibit": 1e-4, "theory_weibit": c / ns, "bias2_floor": floor,
-                         "theory_softmax": floor + var / ns, "c": c})
+    return pd.DataFrame(
+        {
+            "n": ns,
+            "reps": 100,
+            "mse_softmax": soft,
+            "mse_weibit": weib,
+            "se_mse_softmax": 1e-3,
+            "se_mse_weibit": 1e-4,
+            "theory_weibit": c / ns,
+            "bias2_floor": floor,
+            "theory_softmax": floor + var / ns,
+            "c": c,
+        }
+    )
 
 
-@pytest.mark.parametrize("table, verdict", [
-    (_nf(), V.REPRODUCED),
-    (_nf(ratio=1.6), V.PARTLY),                       # Weibit off c/n, softmax at its floor
-    (_nf(softmax_rel=0.5), V.PARTLY),                 # softmax not at its floor
-    (_nf(ratio=1.6, softmax_rel=0.5), V.NOT_REPRODUCED),
-    (_nf().iloc[0:0], V.NOT_RUN),
-])
+@pytest.mark.parametrize(
+    "table, verdict",
+    [
+        (_nf(), V.REPRODUCED),
+        (_nf(ratio=1.6), V.PARTLY),  # Weibit off c/n, softmax at its floor
+        (_nf(softmax_rel=0.5), V.PARTLY),  # softmax not at its floor
+        (_nf(ratio=1.6, softmax_rel=0.5), V.NOT_REPRODUCED),
+        (_nf().iloc[0:0], V.NOT_RUN),
+    ],
+)
 def test_w5_verdict_on_hand_made_tables(table, verdict):
     rec = records.w5_claim(table, scale="quick", results="R")
     assert rec.verdict == verdict
@@ -62,7 +76,8 @@ def test_command_for_every_catalogue_id():
         cmd = commands.command_for(cid, results="RES", scale="paper")
         assert cmd and "{" not in cmd, cid
     assert commands.command_for("S1", results="RES", scale="default").startswith(
-        "python -m synthetic sweep s1_scl_hscl_nc --results RES/synthetic")
+        "python -m synthetic sweep s1_scl_hscl_nc --results RES/synthetic"
+    )
     assert commands.command_for("T1", scale="quick") == "python -m theory --quick"
     with pytest.raises(ValueError, match="scale"):
         commands.command_for("T1", scale="a b")
@@ -88,13 +103,17 @@ def test_pot_and_link_tables_have_what_the_figures_need():
 
 
 def test_theory_producers_have_what_the_figures_need():
-    t = {"hucl_nc": sources.hucl_nc_table("quick", num_classes=(10,)),
-         "gram": sources.gram_table("quick", num_classes=(3,)),
-         "harris_gap": sources.harris_gap_table("quick", betas=(0.0, 5.0))}
+    t = {
+        "hucl_nc": sources.hucl_nc_table("quick", num_classes=(10,)),
+        "gram": sources.gram_table("quick", num_classes=(3,)),
+        "harris_gap": sources.harris_gap_table("quick", betas=(0.0, 5.0)),
+    }
     for fid in ("hucl_at_nc", "gram_etf", "harris_gap"):
         assert registry.availability(registry.get(fid), t).ok, fid
     h = t["hucl_nc"]
-    assert h["q"].iloc[0] == pytest.approx(0.1) and h["hucl_at_nc"].iloc[0] == pytest.approx(h["ucl_optimum"].iloc[0])
+    assert h["q"].iloc[0] == pytest.approx(0.1) and h["hucl_at_nc"].iloc[0] == pytest.approx(
+        h["ucl_optimum"].iloc[0]
+    )
     g = t["gram"]
     etf = g[g["program"] == "ETF"]["value"].to_numpy()
     opt = g[g["program"] == "SCL optimum"]["value"].to_numpy()
@@ -110,16 +129,33 @@ def test_spectrum_table_from_class_means_and_from_wide_columns():
     etf = (np.eye(C) - 1.0 / C) * np.sqrt(C / (C - 1))  # rows: an ETF in R^C (rank C-1)
     flat = np.zeros((C, C))
     flat[:, 0] = [1, -1, 1, -1]  # rank 1: dimensional collapse
-    t = pd.DataFrame({"grid": "g", "method": "SCL", "beta": 0.0, "seed": 0, "run_key": ["a", "b"], "epoch": [5, 5],
-                      "class_means": [json.dumps(etf.tolist()), json.dumps(flat.tolist())]})
+    t = pd.DataFrame(
+        {
+            "grid": "g",
+            "method": "SCL",
+            "beta": 0.0,
+            "seed": 0,
+            "run_key": ["a", "b"],
+            "epoch": [5, 5],
+            "class_means": [json.dumps(etf.tolist()), json.dumps(flat.tolist())],
+        }
+    )
     s = sources.spectrum_table(t)
     assert set(_columns_needed("spectrum_scl")["spectrum"]) <= set(s.columns)
     a = s[s["run_key"] == "a"]["log_ratio"].to_numpy()
     b = s[s["run_key"] == "b"]["log_ratio"].to_numpy()
     assert len(a) == C - 1 and np.allclose(a, 0.0, atol=1e-9)
     assert b[0] == 0.0 and (b[1:] < -30).all()
-    wide = pd.DataFrame({"method": ["SCL"], "beta": [0.0], "run_key": ["a"], "epoch": [1],
-                         "spectrum_0": [0.0], "spectrum_1": [-2.0]})
+    wide = pd.DataFrame(
+        {
+            "method": ["SCL"],
+            "beta": [0.0],
+            "run_key": ["a"],
+            "epoch": [1],
+            "spectrum_0": [0.0],
+            "spectrum_1": [-2.0],
+        }
+    )
     w = sources.spectrum_table(wide)
     assert w["index"].tolist() == [0, 1] and w["log_ratio"].tolist() == [0.0, -2.0]
     assert len(sources.spectrum_table(pd.DataFrame({"a": [1]}))) == 0
@@ -130,11 +166,46 @@ def tiny_results(tmp_path_factory) -> Path:
     """Two real synthetic runs stored by the synthetic package under the S1 grid's folder name."""
     res = tmp_path_factory.mktemp("results")
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    r = subprocess.run([sys.executable, "-m", "synthetic", "sweep", "--method", "SCL", "--beta", "0", "5",
-                        "--epochs", "4", "--seeds", "1", "--encoder", "free", "--lr", "0.05", "--num-classes", "4",
-                        "--n-per-class", "5", "--normalization", "ball", "--set", "record_means=true",
-                        "eval_every=2", "--name", "s1_scl_hscl_nc", "--results", str(res / "synthetic"),
-                        "--no-progress"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "synthetic",
+            "sweep",
+            "--method",
+            "SCL",
+            "--beta",
+            "0",
+            "5",
+            "--epochs",
+            "4",
+            "--seeds",
+            "1",
+            "--encoder",
+            "free",
+            "--lr",
+            "0.05",
+            "--num-classes",
+            "4",
+            "--n-per-class",
+            "5",
+            "--normalization",
+            "ball",
+            "--set",
+            "record_means=true",
+            "eval_every=2",
+            "--name",
+            "s1_scl_hscl_nc",
+            "--results",
+            str(res / "synthetic"),
+            "--no-progress",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     return res
 

@@ -12,8 +12,16 @@ from figures import registry
 from figures.cache import StageCache, source_key
 from figures.progress import Progress
 from figures.sources import claims
-from figures.stages import (Context, PickupStage, RenderStage, ReportStage, SyntheticStage, TheoryStage,
-                            WeinceStage, run_stages)
+from figures.stages import (
+    Context,
+    PickupStage,
+    RenderStage,
+    ReportStage,
+    SyntheticStage,
+    TheoryStage,
+    WeinceStage,
+    run_stages,
+)
 
 V = claims.Verdict
 
@@ -33,14 +41,24 @@ def _checks(scale, seed):
 
 
 def _ctx(tmp_path, ids=("harris_gap", "hucl_at_nc", "noise_floor"), **kw):
-    return Context(scale="quick", results=tmp_path / "res", out=tmp_path / "out",
-                   figures=[registry.get(i) for i in ids], **kw)
+    return Context(
+        scale="quick",
+        results=tmp_path / "res",
+        out=tmp_path / "out",
+        figures=[registry.get(i) for i in ids],
+        **kw,
+    )
 
 
 def _theory(theory_tables, counters):
-    return TheoryStage(checks=counters["checks"], tables={
-        "harris_gap": counters["harris"], "hucl_nc": lambda s, seed: theory_tables["hucl_nc"],
-        "gram": lambda s, seed: theory_tables["gram"]})
+    return TheoryStage(
+        checks=counters["checks"],
+        tables={
+            "harris_gap": counters["harris"],
+            "hucl_nc": lambda s, seed: theory_tables["hucl_nc"],
+            "gram": lambda s, seed: theory_tables["gram"],
+        },
+    )
 
 
 def test_theory_stage_caches_claims_and_tables(tmp_path, theory_tables):
@@ -50,7 +68,9 @@ def test_theory_stage_caches_claims_and_tables(tmp_path, theory_tables):
         detail = _theory(theory_tables, counters).run(ctx)
         assert [r.id for r in ctx.records] == list(claims.CHECK_IDS)
         assert "gram" not in ctx.tables  # no selected figure needs it
-        pd.testing.assert_frame_equal(ctx.tables["harris_gap"], theory_tables["harris_gap"], check_dtype=False)
+        pd.testing.assert_frame_equal(
+            ctx.tables["harris_gap"], theory_tables["harris_gap"], check_dtype=False
+        )
         assert ("cached" in detail) == (run == 1), detail
     assert counters["checks"].calls == 1 and counters["harris"].calls == 1
     ctx = _ctx(tmp_path, refresh=True)  # --refresh recomputes
@@ -87,17 +107,25 @@ def test_a_failing_stage_is_named_and_the_report_still_written(tmp_path, theory_
         raise RuntimeError("synthetic store unreadable")
 
     ctx = _ctx(tmp_path)
-    stages = [_theory(theory_tables, {"checks": _checks, "harris": lambda s, seed: theory_tables["harris_gap"]}),
-              SyntheticStage(load=boom), WeinceStage(noise_floor=lambda s, seed: theory_tables["noise_floor"]),
-              PickupStage(), RenderStage(), ReportStage()]
+    stages = [
+        _theory(theory_tables, {"checks": _checks, "harris": lambda s, seed: theory_tables["harris_gap"]}),
+        SyntheticStage(load=boom),
+        WeinceStage(noise_floor=lambda s, seed: theory_tables["noise_floor"]),
+        PickupStage(),
+        RenderStage(),
+        ReportStage(),
+    ]
     status = run_stages(ctx, stages)
     assert status == 1
     assert [s.status for s in ctx.stages] == ["ok", "failed", "ok", "ok", "ok", "ok"]
     md = ctx.report_paths["md"].read_text()
     assert "**Failed stages:** `synthetic` (RuntimeError: synthetic store unreadable)" in md
     assert ctx.report_paths["html"].is_file()
-    assert {f.id: f.status for f in ctx.rendered} == {"harris_gap": "rendered", "hucl_at_nc": "rendered",
-                                                      "noise_floor": "rendered"}
+    assert {f.id: f.status for f in ctx.rendered} == {
+        "harris_gap": "rendered",
+        "hucl_at_nc": "rendered",
+        "noise_floor": "rendered",
+    }
 
 
 def test_failed_check_gives_a_nonzero_status(tmp_path, theory_tables):
@@ -115,8 +143,12 @@ def test_pickup_reads_claims_and_tables(tmp_path, theory_tables):
     res = tmp_path / "res"
     (res / "records").mkdir(parents=True)
     (res / "tables").mkdir()
-    rec = claims.Claim("R1", V.PARTLY, (claims.Evidence("NCM HSCL beta=5", 55.0, 1.0, "std", n=3, unit="%"),),
-                       command="python -m realdata train ...")
+    rec = claims.Claim(
+        "R1",
+        V.PARTLY,
+        (claims.Evidence("NCM HSCL beta=5", 55.0, 1.0, "std", n=3, unit="%"),),
+        command="python -m realdata train ...",
+    )
     (res / "records" / "realdata.json").write_text(claims.to_json([rec]))
     theory_tables["harris_gap"].to_csv(res / "tables" / "harris_gap.csv", index=False)
     ctx = _ctx(tmp_path)
@@ -162,8 +194,13 @@ def test_parallel_rendering_gives_the_same_files(tmp_path, all_tables):
     ids = ("harris_gap", "hucl_at_nc", "gram_etf")
     out = {}
     for jobs in (1, 2):
-        ctx = Context(scale="quick", results=tmp_path, out=tmp_path / f"out{jobs}",
-                      figures=[registry.get(i) for i in ids], jobs=jobs)
+        ctx = Context(
+            scale="quick",
+            results=tmp_path,
+            out=tmp_path / f"out{jobs}",
+            figures=[registry.get(i) for i in ids],
+            jobs=jobs,
+        )
         ctx.tables = dict(all_tables)
         RenderStage().run(ctx)
         out[jobs] = sorted(p.name for p in ctx.out.iterdir() if not p.name.startswith("."))
