@@ -12,6 +12,13 @@ Modules (imports flow ``theory <- synthetic``):
   collapse metrics of ``theory.collapse`` and the gap to the closed forms of ``theory.hcl``.
 * ``synthetic.stacked``: ``train_stacked(configs)``, R runs in one tensor program, equal to R
   ``train_run`` calls; ``stack_groups`` partitions a sweep into stackable groups.
-* ``synthetic.sweep`` / ``synthetic.store`` / ``python -m synthetic``: resumable sweeps over TOML
-  grids and the atomic results store.
+* ``synthetic.grids``: TOML sweep grids (``synthetic/grids/*.toml``), scales, overrides and their
+  expansion into run configs.
+* ``synthetic.sweep``: ``run_sweep``, resumable parallel execution (joblib or dask), each finished
+  run stored atomically.
+* ``synthetic.results``: the one table layout (config columns, ``run_key``, ``epoch``, metric
+  columns), the atomic results store (``runs/<key>.csv``, ``table.csv``) and ``load_results``.
+* ``synthetic.summary``: final-epoch metrics as mean ± std over seeds.
+* ``synthetic.claims``: the judges of claims S1-S4 and R5.
+* ``python -m synthetic``: the command line (``sweep``, ``summary``, ``claims``, ``grids``).
 """

@@ -191,7 +191,8 @@ def _quick_spec(args, overrides: dict) -> dict:
 
 
 def _sweep(args) -> int:
-    from synthetic import sweep as sw
+    from synthetic.grids import load_grid
+    from synthetic.sweep import run_sweep
 
     if args.epochs is not None and args.epochs < 0:
         raise ValueError(f"--epochs must be >= 0, got {args.epochs}")
@@ -209,18 +210,18 @@ def _sweep(args) -> int:
     if args.seeds is not None:
         overrides["seed"] = list(range(args.seeds)) if args.seeds > 1 else 0
     if args.grids:
-        grids = [sw.load_grid(g, scale=scale, overrides=overrides) for g in args.grids]
+        grids = [load_grid(g, scale=scale, overrides=overrides) for g in args.grids]
     else:
         if not overrides:
             raise ValueError("give a GRID file or quick-grid flags (e.g. --method SCL --beta 0 2)")
         # the flags build the grid; like with a grid file they are also applied after the scale,
         # so --quick does not replace --epochs / --seeds / --set values
-        grids = [sw.load_grid(_quick_spec(args, overrides), scale=scale, overrides=overrides)]
+        grids = [load_grid(_quick_spec(args, overrides), scale=scale, overrides=overrides)]
     rc = 0
     for g in grids:
         folder = Path(args.results) / (g.name if scale == "default" else f"{g.name}-{scale}")
         print(f"grid {g.name} ({g.source}, scale {scale}): {len(g)} runs -> {folder}", flush=True)
-        summary = sw.run_sweep(
+        summary = run_sweep(
             g,
             folder,
             n_jobs=args.jobs,
@@ -236,43 +237,43 @@ def _sweep(args) -> int:
 
 
 def _summary(args) -> int:
-    from synthetic import sweep as sw
+    from synthetic.results import load_results
+    from synthetic.summary import format_summary, summarize
 
-    table = sw.load_results(args.dir)
-    print(sw.format_summary(sw.summarize(table, metrics=args.metrics)))
+    table = load_results(args.dir)
+    print(format_summary(summarize(table, metrics=args.metrics)))
     return 0
 
 
 def _claims(args) -> int:
     import pandas as pd
 
-    from synthetic import sweep as sw
+    from synthetic.claims import CLAIMS, claim_details, evaluate_claims
+    from synthetic.results import atomic_write_text, load_results
 
-    table = sw.load_results(args.dir)
-    verdicts = sw.evaluate_claims(table)
+    table = load_results(args.dir)
+    verdicts = evaluate_claims(table)
     for _, r in verdicts.iterrows():
         # a scaled grid folder (e.g. s3_hucl_beta-paper) is judged apart and named
-        where = f" [{r['grid']}]" if r["grid"] and r["grid"] != sw.CLAIMS[r["claim"]][1] else ""
+        where = f" [{r['grid']}]" if r["grid"] and r["grid"] != CLAIMS[r["claim"]][1] else ""
         print(
             f"{r['claim']}{where}: {r['verdict'].upper()}  ({r['n_runs']} runs)\n  {r['statement']}\n  {r['measured']}\n"
         )
     if args.details:
-        details = sw.claim_details(table)
+        details = claim_details(table)
         with pd.option_context("display.max_columns", None, "display.width", 250, "display.max_rows", None):
             print(details.to_string(index=False))
     if args.csv:
-        from synthetic import store
-
-        store.atomic_write_text(args.csv, verdicts.to_csv(index=False, lineterminator="\n"))
+        atomic_write_text(args.csv, verdicts.to_csv(index=False, lineterminator="\n"))
     return 0
 
 
 def _grids(args) -> int:
     import tomllib
 
-    from synthetic import sweep as sw
+    from synthetic.grids import grid_files
 
-    for name, path in sw.grid_files().items():
+    for name, path in grid_files().items():
         meta = tomllib.loads(path.read_text(encoding="utf-8")).get("sweep", {})
         print(f"{name:24s} {meta.get('claim', ''):4s} {meta.get('description', '')}")
     return 0

@@ -410,7 +410,7 @@ class _RunAdam:
                 self.steps[r] += 1
                 groups.setdefault(self.steps[r], []).append(r)
         for step, runs in groups.items():
-            for p, m, v in zip(self.params, self.exp_avg, self.exp_avg_sq):
+            for p, m, v in zip(self.params, self.exp_avg, self.exp_avg_sq, strict=True):
                 if p.grad is None:
                     continue
                 w = p.detach()
@@ -465,7 +465,9 @@ def train_stacked(
     R = len(configs)
     gens = [run_generators(c.seed) for c in configs]
     datas = [make_data(c, device=device) for c in configs]
-    models: list[ContrastiveModel] = [build_model(c, generator=g["init"]) for c, g in zip(configs, gens)]
+    models: list[ContrastiveModel] = [
+        build_model(c, generator=g["init"]) for c, g in zip(configs, gens, strict=True)
+    ]
     smodel = stack_models(models).to(device)
     X = torch.stack([d.x_train for d in datas])
     Y = torch.stack([d.y_train for d in datas])
@@ -494,7 +496,7 @@ def train_stacked(
                 f"num_classes={cfg.num_classes})"
             )
         total = torch.zeros(R, dtype=torch.float64)
-        for idx, skipped in zip(batches, skip):
+        for idx, skipped in zip(batches, skip, strict=True):
             active = (~skipped).tolist()
             if not any(active):
                 continue
@@ -516,4 +518,4 @@ def train_stacked(
                 records[r].append(
                     _train._record(configs[r], epoch, mean_loss[r], int(n_skipped[r]), metrics, mu)
                 )
-    return [_train._assemble(c, rec) for c, rec in zip(configs, records)]
+    return [_train._assemble(c, rec) for c, rec in zip(configs, records, strict=True)]

@@ -2,7 +2,8 @@
 
 :func:`train_run` trains the run described by a ``synthetic.config.RunConfig`` and returns a tidy
 table: one row per recorded epoch, the resolved config columns (``RunConfig.to_dict()``), then
-``run_key`` (``config.key()``), ``epoch`` and the metric columns of :data:`METRIC_COLUMNS`.
+``run_key`` (``config.key()``), ``epoch`` and the metric columns of
+:data:`synthetic.results.METRIC_COLUMNS` (the table layout of :mod:`synthetic.results`).
 
 **Epochs.** Row ``epoch = 0`` is the initialisation (before any update; its ``loss`` is NaN);
 row ``epoch = e >= 1`` is the state after ``e`` epochs of training. Rows are recorded at epoch 0,
@@ -77,7 +78,6 @@ same config gives an identical table (bit for bit on the same machine and thread
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from typing import Any
 
@@ -88,44 +88,19 @@ import torch
 from synthetic.config import RunConfig
 from synthetic.data import make_data, noise_like, run_generators, same_class_partners, stream_seed
 from synthetic.models import build_model
+from synthetic.results import EPOCH, METRIC_COLUMNS, RUN_KEY
 from theory.options import ESTIMATORS, HCL_METHODS
 from theory.validation import one_of
 
 __all__ = [
-    "METRIC_COLUMNS",
     "FULL_LOSS_MAX",
     "train_run",
     "collapse_metrics",
     "closed_form_optimum",
-    "config_columns",
     "decode_class_means",
     "recorded_epochs",
     "epoch_batches",
 ]
-
-METRIC_COLUMNS = (
-    "loss",
-    "skipped_steps",
-    "full_loss",
-    "optimum",
-    "gap_to_optimum",
-    "full_gap",
-    "unit_norm",
-    "zero_sum",
-    "etf_mean",
-    "etf_max",
-    "within_class_variation",
-    "nc1",
-    "nc2_equinorm",
-    "nc2_equiangularity",
-    "etf_error",
-    "effective_rank",
-    "rankme",
-    "spectrum_min",
-    "mean_norm",
-    "ncm_acc",
-    "train_ncm_acc",
-)
 
 #: full_loss is computed only when the evaluation batch (N, or 2N for two views) is at most this.
 FULL_LOSS_MAX = 4096
@@ -236,11 +211,6 @@ def collapse_metrics(
         else:
             out["ncm_acc"] = float("nan")
     return out, mu_t.cpu().numpy()
-
-
-def config_columns() -> tuple[str, ...]:
-    """Names of the config columns of a run table (the :class:`RunConfig` fields, in order)."""
-    return tuple(f.name for f in dataclasses.fields(RunConfig))
 
 
 def decode_class_means(value: str) -> np.ndarray:
@@ -387,11 +357,11 @@ def _progress(iterable, enabled: bool, desc: str, total: int | None = None):
 
 def _assemble(config: RunConfig, records: list[dict]) -> pd.DataFrame:
     base = config.to_dict()
-    base["run_key"] = config.key()
-    cols = list(base) + ["epoch"] + list(METRIC_COLUMNS) + (["class_means"] if config.record_means else [])
+    base[RUN_KEY] = config.key()
+    cols = list(base) + [EPOCH] + list(METRIC_COLUMNS) + (["class_means"] if config.record_means else [])
     rows = [{**base, **r} for r in records]
     df = pd.DataFrame(rows, columns=cols)
-    df["epoch"] = df["epoch"].astype(np.int64)
+    df[EPOCH] = df[EPOCH].astype(np.int64)
     df["skipped_steps"] = df["skipped_steps"].astype(np.int64)
     return df
 
@@ -451,7 +421,7 @@ def train_run(
                 f"num_classes={config.num_classes})"
             )
         total = torch.zeros((), dtype=torch.float64)
-        for idx, skipped in zip(batches, skip):
+        for idx, skipped in zip(batches, skip, strict=True):
             if skipped:
                 continue
             loss = _batch_loss(config, model, data, idx, gens["step"])

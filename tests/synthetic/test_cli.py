@@ -11,8 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from synthetic import store
-from synthetic import sweep as sw
+from synthetic import grids, results
 from synthetic.__main__ import build_parser, main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -85,7 +84,7 @@ def test_quick_grid_sweep_summary_and_claims(tmp_path, capsys):
     r = _cli(*args)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "4 runs" in r.stdout and "±" in r.stdout
-    table = store.read_table(res / "s1_scl_hscl_nc")
+    table = results.read_table(res / "s1_scl_hscl_nc")
     assert set(zip(table["method"], table["beta"])) == {("SCL", 0.0), ("HSCL", 2.0)}
     assert set(table["seed"]) == {0, 1} and set(table["lr"]) == {0.05} and len(table) == 4 * 3
     # in-process: the same command again skips everything; summary and claims print
@@ -132,7 +131,7 @@ def test_quick_scale_keeps_epochs_and_seeds_of_a_flag_grid(tmp_path, capsys):
         "q",
     ]
     assert main(args) == 0
-    table = store.read_table(tmp_path / "q-quick")
+    table = results.read_table(tmp_path / "q-quick")
     assert (
         set(table["seed"]) == {0, 1} and set(table["epochs"]) == {3} and set(table["epoch"]) == {0, 1, 2, 3}
     )
@@ -164,8 +163,8 @@ def test_shipped_grid_quick_scale_runs(tmp_path, capsys):
         "--no-progress",
     )
     assert r.returncode == 0, r.stderr[-3000:]
-    n = len(sw.load_grid("s3_hucl_beta", scale="quick"))
-    assert len(store.finished_keys(tmp_path / "s3_hucl_beta-quick")) == n
+    n = len(grids.load_grid("s3_hucl_beta", scale="quick"))
+    assert len(results.finished_keys(tmp_path / "s3_hucl_beta-quick")) == n
     # claims finds the scaled grid folder and names it
     assert main(["claims", str(tmp_path)]) == 0
     out = capsys.readouterr().out
@@ -173,7 +172,7 @@ def test_shipped_grid_quick_scale_runs(tmp_path, capsys):
 
 
 def test_cli_sweep_sigkill_and_restart_equals_uninterrupted(tmp_path, capsys):
-    from tests.synthetic.test_sweep import _kill_after_first_runs
+    from tests.synthetic.fakes import kill_after_first_runs
 
     common = [
         "-m",
@@ -201,10 +200,10 @@ def test_cli_sweep_sigkill_and_restart_equals_uninterrupted(tmp_path, capsys):
         "k",
     ]
     killed, clean = tmp_path / "killed", tmp_path / "clean"
-    _kill_after_first_runs([sys.executable, *common, "--results", str(killed)], killed / "k", 6, ENV)
+    kill_after_first_runs([sys.executable, *common, "--results", str(killed)], killed / "k", 6, ENV)
     # restart and the uninterrupted reference run in-process (same code path as the CLI)
     assert main([*common[2:], "--results", str(killed)]) == 0
     assert re.search(r"6 runs, [1-5] already stored", capsys.readouterr().out)
     assert main([*common[2:], "--results", str(clean)]) == 0
     assert (killed / "k" / "table.csv").read_bytes() == (clean / "k" / "table.csv").read_bytes()
-    assert len(store.load_table(killed / "k")) == 6 * 41
+    assert len(results.load_table(killed / "k")) == 6 * 41

@@ -8,8 +8,9 @@ import pytest
 import torch
 
 from synthetic.config import RunConfig
+from synthetic.results import METRIC_COLUMNS
 from synthetic.stacked import stack_groups, stack_key, stackable, stacked_contrastive_loss, train_stacked
-from synthetic.train import METRIC_COLUMNS, decode_class_means, train_run
+from synthetic.train import decode_class_means, train_run
 from theory.hcl import contrastive_loss
 
 # ----------------------------------------------------------------------------- batched loss

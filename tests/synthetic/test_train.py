@@ -19,8 +19,8 @@ import torch
 from synthetic.config import RunConfig
 from synthetic.data import make_data, run_generators
 from synthetic.models import build_model
+from synthetic.results import METRIC_COLUMNS
 from synthetic.train import (
-    METRIC_COLUMNS,
     closed_form_optimum,
     decode_class_means,
     epoch_batches,
@@ -409,7 +409,7 @@ def test_progress_flag_does_not_change_the_table():
 
 
 def test_config_columns_and_no_test_set():
-    from synthetic.train import config_columns
+    from synthetic.results import config_columns
 
     cfg = RunConfig(method="SCL", encoder="linear", **{**TINY, "n_test_per_class": 0})
     df = train_run(cfg)

@@ -1,6 +1,12 @@
-"""Results store of a sweep: one file per finished run, written atomically, and a tidy table.
+"""Results of the synthetic runs: the one table layout, the atomic store, and reading results back.
 
-Layout of a results folder (DESIGN.md "Results")::
+**Table layout** (DESIGN.md "Results"): one row per (run, epoch); the config columns
+(:func:`config_columns`: the ``RunConfig`` fields, in order), then :data:`RUN_KEY`, :data:`EPOCH`,
+then the metric columns (:data:`METRIC_COLUMNS`, as ``synthetic.train.train_run`` writes them).
+A table read from several grid folders (:func:`load_results`) carries a leading :data:`GRID`
+column, the folder's name; it is a label, not a config column.
+
+**Store.** Layout of a results folder::
 
     <folder>/runs/<run_key>.csv     one finished run: one row per epoch,
                                     config columns, then ``run_key``, ``epoch``, metric columns
@@ -19,6 +25,7 @@ with ``float_precision="round_trip"``, so a float64 survives the store bit for b
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import os
 import re
@@ -33,6 +40,8 @@ __all__ = [
     "TABLE_FILE",
     "RUN_KEY",
     "EPOCH",
+    "GRID",
+    "METRIC_COLUMNS",
     "atomic_write_text",
     "run_path",
     "finished_keys",
@@ -45,12 +54,42 @@ __all__ = [
     "read_table",
     "temp_files",
     "remove_temp_files",
+    "final_epoch",
+    "load_results",
 ]
 
 RUNS_SUBDIR = "runs"
 TABLE_FILE = "table.csv"
 RUN_KEY = "run_key"
 EPOCH = "epoch"
+#: Label column of a table read from several grid folders (:func:`load_results`).
+GRID = "grid"
+#: Metric columns of a run frame, in order, after :data:`RUN_KEY` and :data:`EPOCH` (written by
+#: ``synthetic.train.train_run``; defined in docs/metrics.md). With ``record_means`` a
+#: ``class_means`` column follows them.
+METRIC_COLUMNS = (
+    "loss",
+    "skipped_steps",
+    "full_loss",
+    "optimum",
+    "gap_to_optimum",
+    "full_gap",
+    "unit_norm",
+    "zero_sum",
+    "etf_mean",
+    "etf_max",
+    "within_class_variation",
+    "nc1",
+    "nc2_equinorm",
+    "nc2_equiangularity",
+    "etf_error",
+    "effective_rank",
+    "rankme",
+    "spectrum_min",
+    "mean_norm",
+    "ncm_acc",
+    "train_ncm_acc",
+)
 _RUN_SUFFIX = ".csv"
 _TEMP_SUFFIX = ".tmp"
 _KEY_RE = re.compile(r"^[A-Za-z0-9_\-]{1,128}$")
@@ -161,12 +200,26 @@ def remove_temp_files(folder: str | os.PathLike, *, older_than_s: float = 3600.0
     return removed
 
 
-def config_columns(frame: pd.DataFrame) -> list[str]:
-    """The config columns of a run frame or table: every column before ``run_key``."""
+def config_columns(frame: pd.DataFrame | None = None) -> list[str]:
+    """The config columns of the table layout (the one definition used by every module).
+
+    Args:
+        frame: a run frame or a table; default none.
+
+    Returns:
+        Without ``frame``: the ``synthetic.config.RunConfig`` fields in order (the columns
+        ``train_run`` writes before ``run_key``). With ``frame``: its columns before ``run_key``,
+        less ``epoch`` and the :data:`GRID` label (a stored run keeps the fields of the config
+        that wrote it, so the frame decides).
+    """
+    if frame is None:
+        from synthetic.config import RunConfig
+
+        return [f.name for f in dataclasses.fields(RunConfig)]
     if RUN_KEY not in frame.columns:
         raise ValueError(f"frame must have a {RUN_KEY!r} column, got columns {list(frame.columns)}")
     cols = list(frame.columns)
-    return cols[: cols.index(RUN_KEY)]
+    return [c for c in cols[: cols.index(RUN_KEY)] if c not in (EPOCH, GRID)]
 
 
 def _to_csv(frame: pd.DataFrame) -> str:
@@ -210,9 +263,8 @@ def _normalise_run_frame(frame: pd.DataFrame, key: str | None) -> tuple[pd.DataF
     _check_key(key)
     if frame[EPOCH].duplicated().any():
         raise ValueError(f"frame must have one row per epoch, got repeated epochs in run {key}")
-    cols = list(frame.columns)
-    config = [c for c in cols[: cols.index(RUN_KEY)] if c != EPOCH]
-    metrics = [c for c in cols if c not in config and c not in (RUN_KEY, EPOCH)]
+    config = config_columns(frame)
+    metrics = [c for c in frame.columns if c not in config and c not in (RUN_KEY, EPOCH)]
     out = frame[config + [RUN_KEY, EPOCH] + metrics].sort_values(EPOCH, kind="mergesort")
     return out.reset_index(drop=True), key
 
@@ -251,7 +303,9 @@ def sort_table(table: pd.DataFrame) -> pd.DataFrame:
     their string form, a missing value counting as the empty string (so it sorts first);
     ``run_key`` breaks remaining ties. The index is reset.
     """
-    cols = [c for c in config_columns(table) if c != EPOCH] + [RUN_KEY, EPOCH]
+    cols = config_columns(table) + [RUN_KEY, EPOCH]
+    if GRID in table.columns[: table.columns.get_loc(RUN_KEY)]:
+        cols = [GRID, *cols]  # the label of a table read from grid folders sorts first
 
     def _key(s: pd.Series) -> pd.Series:
         if pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s):
@@ -287,11 +341,12 @@ def load_table(folder: str | os.PathLike, keys: Iterable[str] | None = None) -> 
     config: list[str] = []
     others: list[str] = []
     for f in frames:
-        for c in config_columns(f):
+        f_config = config_columns(f)
+        for c in f_config:
             if c not in config:
                 config.append(c)
-        for c in f.columns[len(config_columns(f)) :]:
-            if c not in others and c not in (RUN_KEY, EPOCH):
+        for c in f.columns:
+            if c not in f_config and c not in others and c not in (RUN_KEY, EPOCH):
                 others.append(c)
     table = pd.concat(frames, ignore_index=True, sort=False)
     table = table[config + [RUN_KEY, EPOCH] + others]
@@ -329,3 +384,50 @@ def read_table(folder: str | os.PathLike) -> pd.DataFrame:
             f"no results in {folder}: expected {path} or run files in {Path(folder) / RUNS_SUBDIR}"
         )
     return load_table(folder)
+
+
+# --------------------------------------------------------------------------------------------
+# Reading results back
+# --------------------------------------------------------------------------------------------
+
+
+def final_epoch(table: pd.DataFrame) -> pd.DataFrame:
+    """The last-epoch row of every run of a tidy table (sorted like the table).
+
+    Runs are told apart by ``(grid, run_key)`` when the table has a ``grid`` column (a parent
+    folder: the same config may be stored in several grid folders), else by ``run_key``.
+    """
+    if not isinstance(table, pd.DataFrame) or RUN_KEY not in table or EPOCH not in table:
+        raise ValueError("table must be a tidy results table with run_key and epoch columns")
+    by = [GRID, RUN_KEY] if GRID in table.columns else RUN_KEY
+    idx = table.groupby(by, sort=False)[EPOCH].idxmax()
+    return table.loc[sorted(idx.values)].reset_index(drop=True)
+
+
+def load_results(folder: str | os.PathLike) -> pd.DataFrame:
+    """Load results for claims: one results folder, or a folder of per-grid result folders.
+
+    A folder with ``runs/`` is read as one table with a leading ``grid`` column holding the
+    folder's name; otherwise every sub-folder holding ``runs/`` is read and the tables are
+    concatenated with a leading ``grid`` column (the sub-folder name). Folder names keep their
+    scale suffix (``s3_hucl_beta-paper``): :func:`synthetic.claims.evaluate_claims` matches a claim grid with or
+    without it and reports each scale apart.
+    """
+    base = Path(folder)
+    if (base / RUNS_SUBDIR).is_dir():
+        t = read_table(base)
+        if len(t) and GRID not in t.columns:
+            t.insert(0, GRID, base.resolve().name)
+        return t
+    subs = sorted(p for p in base.iterdir() if (p / RUNS_SUBDIR).is_dir()) if base.is_dir() else []
+    if not subs:
+        raise FileNotFoundError(
+            f"no results under {base}: expected {base / RUNS_SUBDIR} or sub-folders <grid>/{RUNS_SUBDIR}"
+        )
+    frames = []
+    for p in subs:
+        t = read_table(p)
+        if len(t):
+            t.insert(0, GRID, p.name)
+            frames.append(t)
+    return pd.concat(frames, ignore_index=True, sort=False) if frames else pd.DataFrame()

@@ -1,0 +1,130 @@
+"""Shared helpers of the synthetic sweep tests: picklable fake runners, a tiny grid, kill-and-resume.
+
+The runners are module-level functions so that joblib processes, dask workers and the subprocess
+of the SIGKILL tests can import them (``from tests.synthetic.fakes import slow_fake_run``).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from synthetic import results
+from synthetic.config import RunConfig
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def fake_run(config: RunConfig) -> pd.DataFrame:
+    """Deterministic stand-in for train_run: pseudo-random metrics seeded by the config key."""
+    rng = np.random.default_rng(int(config.key(), 16))
+    base = config.to_dict()
+    base["run_key"] = config.key()
+    rows = []
+    for e in range(config.epochs + 1):
+        rows.append(
+            {
+                **base,
+                "epoch": e,
+                "loss": float(rng.standard_normal()) * 10.0 ** rng.integers(-8, 3),
+                "etf_mean": float(rng.random()),
+                "within_class_variation": float(rng.random()) / 3.0,
+                "effective_rank": float(rng.random() * config.num_classes),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def slow_fake_run(config: RunConfig) -> pd.DataFrame:
+    """:func:`fake_run` after a 0.25 s sleep (time for a kill mid-sweep)."""
+    time.sleep(0.25)
+    return fake_run(config)
+
+
+def failing_run(config: RunConfig) -> pd.DataFrame:
+    """:func:`fake_run`, except that the seed-1 runs raise ``RuntimeError("boom")``."""
+    if config.seed == 1:
+        raise RuntimeError("boom")
+    return fake_run(config)
+
+
+def stack_failing(configs):
+    """A stacked runner that fails for every stack holding a seed-1 run."""
+    if any(c.seed == 1 for c in configs):
+        raise RuntimeError("stack boom")
+    return [fake_run(c) for c in configs]
+
+
+def always_failing(config):
+    """A runner that always raises."""
+    raise RuntimeError("always")
+
+
+def tiny_spec(epochs: int = 2, seeds=(0, 1, 2)) -> dict:
+    """A 2 x 3 x (1 + 2) grid of tiny runs (18 configs with three seeds) and a ``paper`` scale."""
+    return {
+        "sweep": {
+            "name": "tiny",
+            "base": {"epochs": epochs, "num_classes": 3, "n_per_class": 4, "eval_every": 1},
+            "axes": {"normalization": ["sphere", "ball"], "seed": list(seeds)},
+            "group": [{"method": "SCL", "beta": 0.0}, {"method": "HSCL", "beta": [2.0, 5.0]}],
+        },
+        "scale": {"paper": {"base": {"epochs": 7}, "axes": {"seed": [0, 1, 2, 3, 4]}}},
+    }
+
+
+def write_tiny_grid(path: Path, epochs: int = 2, n_seeds: int = 3) -> Path:
+    """Write the TOML form of :func:`tiny_spec` (without the scale) to ``path``."""
+    path.write_text(
+        textwrap.dedent(
+            f"""
+            [sweep]
+            name = "tiny"
+            [sweep.base]
+            epochs = {epochs}
+            num_classes = 3
+            n_per_class = 4
+            [sweep.axes]
+            normalization = ["sphere", "ball"]
+            seed = {list(range(n_seeds))}
+            [[sweep.group]]
+            method = "SCL"
+            beta = 0
+            [[sweep.group]]
+            method = "HSCL"
+            beta = [2, 5]
+            """
+        )
+    )
+    return path
+
+
+def table_bytes(folder: Path) -> bytes:
+    """The bytes of ``folder``'s ``table.csv``."""
+    return (folder / results.TABLE_FILE).read_bytes()
+
+
+def kill_after_first_runs(cmd: list[str], folder: Path, n_total: int, env: dict) -> int:
+    """Start ``cmd``, SIGKILL it once some (not all) runs are stored; return how many were."""
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline:
+            n = len(results.finished_keys(folder))
+            if n >= 2 or proc.poll() is not None:
+                break
+            time.sleep(0.005)
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(timeout=30)
+    n = len(results.finished_keys(folder))
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.read().decode()[-2000:]
+    assert 0 < n < n_total, f"kill came too late or too early: {n}/{n_total} stored"
+    return n
