@@ -422,7 +422,7 @@ def load_synthetic(results: str | os.PathLike) -> pd.DataFrame:
     Uses the synthetic package's loader (one table per grid folder); an empty frame when nothing
     is stored.
     """
-    from synthetic.sweep import load_results  # re-layout: synthetic results module
+    from synthetic.results import load_results
 
     frames = []
     seen: set[str] = set()
@@ -522,10 +522,10 @@ def synthetic_claims(
         Records for S1, S2, S3, S4, R5, R4 (several per id when several scales are stored).
     """
     from figures.records import synthetic_records
-    from synthetic import sweep  # re-layout: synthetic claims judges
+    from synthetic import claims as synthetic_claims
 
-    verdicts = sweep.evaluate_claims(table) if len(table) else pd.DataFrame()
-    details = sweep.claim_details(table) if len(table) else pd.DataFrame()
+    verdicts = synthetic_claims.evaluate_claims(table) if len(table) else pd.DataFrame()
+    details = synthetic_claims.claim_details(table) if len(table) else pd.DataFrame()
     return synthetic_records(table, verdicts, details, results=results, scale=scale)
 
 
