@@ -42,6 +42,7 @@ __all__ = [
     "ENCODERS",
     "CENTRES",
     "DTYPES",
+    "INITS",
     "RunConfig",
 ]
 
@@ -49,6 +50,20 @@ POSITIVES = ("label", "noise")
 ENCODERS = ("free", "linear", "mlp")
 CENTRES = ("random", "orthogonal")
 DTYPES = ("float32", "float64")
+#: How a run's parameters start: a fresh random initialisation, or the final state of a source
+#: run trained to Neural Collapse (claim R4, :meth:`RunConfig.source_config`).
+INITS = ("random", "nc")
+
+#: Fields added after results were first stored: at these values they are left out of the hashed
+#: identity, so every run stored before they existed keeps its key.
+_LATER_FIELDS = {
+    "depth": 1,
+    "max_steps": 0,
+    "init": "random",
+    "init_method": "HSCL",
+    "init_beta": 10.0,
+    "init_epochs": 0,
+}
 
 
 def _is_int(v: Any) -> bool:
@@ -79,7 +94,11 @@ class RunConfig:
             fresh permutation each epoch, ``drop_last`` as in the authors' code.
         lr: Adam learning rate > 0.
         weight_decay: Adam (L2) weight decay >= 0.
-        epochs: number of training epochs >= 0.
+        epochs: number of training epochs >= 0 (ignored when ``max_steps > 0``).
+        max_steps: optimisation-step budget; ``0`` = ``epochs`` full epochs. With
+            ``max_steps > 0`` the run draws exactly ``max_steps`` mini-batches
+            (``ceil(max_steps / (N // batch_size))`` epochs, the last one cut short): runs of
+            different batch sizes compared at equal steps (claim R5).
         eval_every: metrics are recorded at epoch 0, every ``eval_every`` epochs and at the last.
         normalization: ``"none"``, ``"ball"`` (authors: ``z / max(1, ||z||)``) or ``"sphere"``.
         positives: ``"label"`` (another sample of the same class) or ``"noise"`` (the anchor plus
@@ -87,7 +106,8 @@ class RunConfig:
         noise_std: std of the additive noise of ``"noise"`` positives (input space for
             linear/MLP encoders, pre-normalisation embedding space for free features).
         encoder: ``"free"`` (one learnable vector per sample), ``"linear"`` or ``"mlp"``.
-        hidden: hidden width of the MLP encoder.
+        hidden: width of every hidden layer of the MLP encoder.
+        depth: number of hidden layers of the MLP encoder (1 = ``relu(x W1 + b1) W2 + b2``).
         d: embedding dimension; ``None`` = ``num_classes - 1`` (the authors' choice).
         init_scale: free features start as ``N(0, init_scale^2 / d)`` per coordinate.
         num_classes: C >= 2 latent classes (balanced).
@@ -100,6 +120,13 @@ class RunConfig:
         seed: integer seed of everything random in the run (data, init, order, negatives).
         record_means: also record the (C, d) class means per recorded epoch.
         dtype: ``"float32"`` or ``"float64"``.
+        init: ``"random"`` (a fresh initialisation from the ``"init"`` stream) or ``"nc"``: the
+            parameters start from the final state of :meth:`source_config` (the same run trained
+            with ``init_method`` / ``init_beta`` for ``init_epochs`` epochs, meant to reach Neural
+            Collapse), with a fresh Adam state (claim R4, spec/hcl.md §5.6).
+        init_method: method of the source run (``init="nc"``).
+        init_beta: beta of the source run (``init="nc"``).
+        init_epochs: epochs of the source run (``init="nc"``; >= 1 there).
     """
 
     method: str = "SCL"
@@ -113,12 +140,14 @@ class RunConfig:
     lr: float = 1e-3
     weight_decay: float = 0.0
     epochs: int = 100
+    max_steps: int = 0
     eval_every: int = 1
     normalization: str = "sphere"
     positives: str = "label"
     noise_std: float = 0.1
     encoder: str = "free"
     hidden: int = 128
+    depth: int = 1
     d: int | None = None
     init_scale: float = 1.0
     num_classes: int = 10
@@ -131,6 +160,10 @@ class RunConfig:
     seed: int = 0
     record_means: bool = False
     dtype: str = "float32"
+    init: str = "random"
+    init_method: str = "HSCL"
+    init_beta: float = 10.0
+    init_epochs: int = 0
 
     def __post_init__(self) -> None:
         def choice(name: str, options) -> None:
@@ -158,6 +191,8 @@ class RunConfig:
         choice("encoder", ENCODERS)
         choice("centres", CENTRES)
         choice("dtype", DTYPES)
+        choice("init", INITS)
+        choice("init_method", HCL_METHODS)
         real("beta", 0.0, strict=False)
         real("tau", 0.0, strict=True)
         real("margin", 0.0, strict=False)
@@ -167,10 +202,14 @@ class RunConfig:
         real("init_scale", 0.0, strict=True)
         real("separation", 0.0, strict=False)
         real("sigma", 0.0, strict=False)
+        real("init_beta", 0.0, strict=False)
         integer("num_negatives", 1)
         integer("epochs", 0)
         integer("eval_every", 1)
         integer("hidden", 1)
+        integer("depth", 1)
+        integer("max_steps", 0)
+        integer("init_epochs", 0)
         integer("num_classes", 2)
         integer("n_per_class", 1)
         integer("n_test_per_class", 0)
@@ -210,6 +249,15 @@ class RunConfig:
                 f"n_per_class must be >= 2 for {self.method} with label positives (a partner "
                 f"other than the anchor), got {self.n_per_class}"
             )
+        if self.init == "nc":
+            if self.init_epochs < 1:
+                raise ValueError(f"init_epochs must be >= 1 for init='nc', got {self.init_epochs}")
+            hard = METHODS[self.init_method].hard
+            if hard != (self.init_beta > 0):
+                raise ValueError(
+                    f"init_beta must be {'> 0' if hard else '0'} for init_method "
+                    f"{self.init_method!r}, got {self.init_beta}"
+                )
 
     # ------------------------------------------------------------------ derived quantities
     @property
@@ -221,6 +269,47 @@ class RunConfig:
     def num_train(self) -> int:
         """N = C * n_per_class training samples."""
         return self.num_classes * self.n_per_class
+
+    @property
+    def full_batch(self) -> bool:
+        """Whether every step uses the whole training set (``batch_size`` 0 or >= N)."""
+        return self.batch_size == 0 or self.batch_size >= self.num_train
+
+    @property
+    def steps_per_epoch(self) -> int:
+        """Mini-batches per epoch: 1 for a full batch, else ``N // batch_size`` (drop_last)."""
+        return 1 if self.full_batch else self.num_train // self.batch_size
+
+    @property
+    def num_epochs(self) -> int:
+        """Epochs the run trains: ``epochs``, or ``ceil(max_steps / steps_per_epoch)`` with a budget."""
+        if self.max_steps > 0:
+            return -(-self.max_steps // self.steps_per_epoch)
+        return self.epochs
+
+    @property
+    def num_steps(self) -> int:
+        """Mini-batches the run draws in all (executed or skipped)."""
+        return self.max_steps if self.max_steps > 0 else self.epochs * self.steps_per_epoch
+
+    def source_config(self) -> RunConfig | None:
+        """The run whose final state starts this one (``init="nc"``), else None.
+
+        The same config (data, encoder, optimiser, seed) trained from a random initialisation
+        with ``method = init_method``, ``beta = init_beta`` for ``init_epochs`` epochs.
+        """
+        if self.init != "nc":
+            return None
+        return self.replace(
+            method=self.init_method,
+            beta=self.init_beta,
+            epochs=self.init_epochs,
+            max_steps=0,
+            init="random",
+            init_method=_LATER_FIELDS["init_method"],
+            init_beta=_LATER_FIELDS["init_beta"],
+            init_epochs=_LATER_FIELDS["init_epochs"],
+        )
 
     @property
     def setting(self) -> str | None:
@@ -236,9 +325,14 @@ class RunConfig:
 
     # ------------------------------------------------------------------ (de)serialisation
     def to_dict(self) -> dict[str, Any]:
-        """Flat, JSON-able dict of the **resolved** config (``d`` filled in, batch_size 0 = full)."""
+        """Flat, JSON-able dict of the **resolved** config.
+
+        ``d`` filled in, ``batch_size`` 0 = full, ``epochs`` the number of epochs trained (derived
+        from ``max_steps`` when a step budget is set).
+        """
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         out["d"] = self.embed_dim
+        out["epochs"] = self.num_epochs
         return out
 
     @classmethod
@@ -274,14 +368,22 @@ class RunConfig:
           ``"triplet"`` (K only enters the sum form's ``log K`` and the sampled draws);
         * ``margin``: unless an SCL-family method with ``psi="triplet"``;
         * ``psi``, ``estimator``, ``num_negatives``, ``margin``: InfoNCE/WeiNCE (not used);
-        * ``hidden``: unless ``encoder="mlp"``; ``init_scale``: unless ``encoder="free"``;
+        * ``hidden`` and ``depth``: unless ``encoder="mlp"``; ``init_scale``: unless
+          ``encoder="free"``;
         * ``noise_std``: with ``positives="label"``;
         * ``n_test_per_class``, ``input_dim``, ``separation``, ``sigma``, ``centres``: free
           features (their inputs are never used and they have no held-out set);
         * ``batch_size``: ``0`` when ``>= num_train`` (a full batch either way);
+        * ``epochs``: with a step budget (``max_steps > 0``) the resolved number of epochs;
+        * ``max_steps``: ``0`` when it is a whole number of epochs (the same run);
         * ``eval_every``: ``min(eval_every, epochs)`` (the same recorded epochs);
         * ``epochs == 0``: ``lr``, ``weight_decay``, ``batch_size`` and ``eval_every`` (no step
-          is taken).
+          is taken);
+        * ``init_method``, ``init_beta``, ``init_epochs``: with ``init="random"``;
+        * the fields added later (``depth``, ``max_steps``, ``init`` and its source fields) are left
+          out when they hold their default value, so keys of runs stored before they existed do
+          not change;
+        * floats are canonical: ``-0.0`` is ``0.0``.
         """
         out = self.to_dict()
         contrastive = self.method in HCL_METHODS
@@ -295,6 +397,7 @@ class RunConfig:
                 out["margin"] = None
         if self.encoder != "mlp":
             out["hidden"] = None
+            out["depth"] = None
         if self.encoder != "free":
             out["init_scale"] = None
         else:
@@ -302,14 +405,23 @@ class RunConfig:
                 out[k] = None
         if self.positives == "label":
             out["noise_std"] = None
-        if self.batch_size >= self.num_train:
+        if self.full_batch:
             out["batch_size"] = 0
-        if self.epochs == 0:
+        if self.max_steps > 0 and self.max_steps % self.steps_per_epoch == 0:
+            out["max_steps"] = 0  # a whole number of epochs: the run of epochs = max_steps / spe
+        epochs = self.num_epochs
+        if epochs == 0:
             for k in ("lr", "weight_decay", "batch_size", "eval_every"):
                 out[k] = None
         else:
-            out["eval_every"] = min(self.eval_every, self.epochs)
-        return out
+            out["eval_every"] = min(self.eval_every, epochs)
+        if self.init == "random":
+            for k in ("init_method", "init_beta", "init_epochs"):
+                out[k] = None
+        for k, default in _LATER_FIELDS.items():
+            if out[k] is None or out[k] == default:
+                del out[k]
+        return {k: (v + 0.0 if isinstance(v, float) else v) for k, v in out.items()}
 
     def key(self) -> str:
         """Stable 16-hex-digit identity: sha1 of the sorted-key JSON of :meth:`identity_dict`.

@@ -1,4 +1,4 @@
-"""Encoders of the synthetic study: free features, linear and 2-layer MLP (spec/hcl.md §4).
+"""Encoders of the synthetic study: free features, linear and MLP encoders (spec/hcl.md §4).
 
 Every encoder maps its inputs to raw features ``h`` ``(B, d)``; :class:`ContrastiveModel` adds the
 normalisation ``"none" | "ball" | "sphere"`` of ``theory.geometry.Normalize`` (the authors'
@@ -8,7 +8,9 @@ unit-ball projection lives in the model's forward, spec/hcl.md §5.2). ``d`` def
 * :class:`FreeFeatures`: unconstrained features, one learnable vector per training sample; the
   input is the sample index ``(B,)`` long. Isolates the loss geometry (spec/hcl.md §4 (a)).
 * :class:`LinearEncoder`: ``h = x W + b``.
-* :class:`MLPEncoder`: ``h = relu(x W1 + b1) W2 + b2`` (spec/hcl.md §4 (b)).
+* :class:`MLPEncoder`: ``depth`` hidden layers of width ``hidden`` with ReLU,
+  ``h = relu(... relu(x W1 + b1) ...) W_{depth+1} + b_{depth+1}`` (spec/hcl.md §4 (b); depth 1 is
+  the 2-layer MLP ``relu(x W1 + b1) W2 + b2``).
 
 Stacked versions (:class:`StackedFreeFeatures`, :class:`StackedLinear`, :class:`StackedMLP`,
 :class:`StackedModel`) carry a leading run dimension R on every parameter (weights ``(R, in, out)``,
@@ -109,7 +111,11 @@ class LinearEncoder(nn.Module):
 
 
 class MLPEncoder(nn.Module):
-    """Two-layer MLP ``h = relu(x W1 + b1) W2 + b2``; ``x`` ``(B, D)`` -> ``(B, d)``."""
+    """MLP with ``depth`` ReLU hidden layers of width ``hidden``; ``x`` ``(B, D)`` -> ``(B, d)``.
+
+    Layer ``l`` computes ``x W_l + b_l`` (weights ``(in, out)``); parameters are drawn layer by
+    layer, weight then bias, each ``U(-1/sqrt(in), 1/sqrt(in))``.
+    """
 
     def __init__(
         self,
@@ -117,6 +123,7 @@ class MLPEncoder(nn.Module):
         hidden: int,
         d: int,
         *,
+        depth: int = 1,
         generator: torch.Generator | None = None,
         dtype: torch.dtype = torch.float32,
     ) -> None:
@@ -124,14 +131,28 @@ class MLPEncoder(nn.Module):
         _check_dim("D", D)
         _check_dim("hidden", hidden)
         _check_dim("d", d)
-        b1, b2 = 1.0 / math.sqrt(D), 1.0 / math.sqrt(hidden)
-        self.w1 = _uniform((D, hidden), b1, generator, dtype)
-        self.b1 = _uniform((hidden,), b1, generator, dtype)
-        self.w2 = _uniform((hidden, d), b2, generator, dtype)
-        self.b2 = _uniform((d,), b2, generator, dtype)
+        _check_dim("depth", depth)
+        sizes = [D] + [hidden] * depth + [d]
+        self.weights = nn.ParameterList()
+        self.biases = nn.ParameterList()
+        for fan_in, fan_out in zip(sizes[:-1], sizes[1:], strict=True):
+            bound = 1.0 / math.sqrt(fan_in)
+            self.weights.append(_uniform((fan_in, fan_out), bound, generator, dtype))
+            self.biases.append(_uniform((fan_out,), bound, generator, dtype))
+
+    @property
+    def depth(self) -> int:
+        """Number of hidden layers."""
+        return len(self.weights) - 1
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
-        return torch.addmm(self.b2, torch.relu(torch.addmm(self.b1, x, self.w1)), self.w2)
+        h = x
+        last = len(self.weights) - 1
+        for i, (w, b) in enumerate(zip(self.weights, self.biases, strict=True)):
+            h = torch.addmm(b, h, w)
+            if i < last:
+                h = torch.relu(h)
+        return h
 
 
 class ContrastiveModel(nn.Module):
@@ -171,7 +192,9 @@ def build_model(config, generator: torch.Generator | None = None) -> Contrastive
     elif config.encoder == "linear":
         bb = LinearEncoder(config.input_dim, d, generator=generator, dtype=dtype)
     elif config.encoder == "mlp":
-        bb = MLPEncoder(config.input_dim, config.hidden, d, generator=generator, dtype=dtype)
+        bb = MLPEncoder(
+            config.input_dim, config.hidden, d, depth=config.depth, generator=generator, dtype=dtype
+        )
     else:  # pragma: no cover - RunConfig validates
         raise ValueError(f"encoder must be 'free', 'linear' or 'mlp', got {config.encoder!r}")
     return ContrastiveModel(bb, config.normalization)
@@ -211,15 +234,23 @@ class StackedLinear(nn.Module):
 
 
 class StackedMLP(nn.Module):
-    """R two-layer MLPs with weights ``(R, in, out)`` and biases ``(R, 1, out)``."""
+    """R MLPs: per layer, weights ``(R, in, out)`` and biases ``(R, 1, out)``; ``(R, B, D) -> (R, B, d)``."""
 
-    def __init__(self, w1, b1, w2, b2) -> None:
+    def __init__(self, weights: list[torch.Tensor], biases: list[torch.Tensor]) -> None:
         super().__init__()
-        self.w1, self.b1 = nn.Parameter(w1), nn.Parameter(b1)
-        self.w2, self.b2 = nn.Parameter(w2), nn.Parameter(b2)
+        if not weights or len(weights) != len(biases):
+            raise ValueError("weights and biases must be non-empty lists of equal length")
+        self.weights = nn.ParameterList([nn.Parameter(w) for w in weights])
+        self.biases = nn.ParameterList([nn.Parameter(b) for b in biases])
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
-        return torch.baddbmm(self.b2, torch.relu(torch.baddbmm(self.b1, x, self.w1)), self.w2)
+        h = x
+        last = len(self.weights) - 1
+        for i, (w, b) in enumerate(zip(self.weights, self.biases, strict=True)):
+            h = torch.baddbmm(b, h, w)
+            if i < last:
+                h = torch.relu(h)
+        return h
 
 
 class StackedModel(nn.Module):
@@ -227,6 +258,8 @@ class StackedModel(nn.Module):
 
     ``forward(inputs, noise=None)``: ``inputs`` ``(R, B)`` indices (free) or ``(R, B, D)``;
     ``noise`` ``(R, B, d)`` (free) or ``(R, B, D)``; returns ``(R, B, d)`` normalised embeddings.
+    :meth:`features` gives the raw (pre-normalisation) features, :meth:`run` one run's embeddings
+    with the single-model op sequence (``addmm`` on run r's parameter slices).
     """
 
     def __init__(self, backbone: nn.Module, normalization: str) -> None:
@@ -239,14 +272,58 @@ class StackedModel(nn.Module):
         """Whether the backbone is :class:`StackedFreeFeatures`."""
         return isinstance(self.backbone, StackedFreeFeatures)
 
-    def forward(self, inputs: torch.Tensor, noise: torch.Tensor | None = None) -> torch.Tensor:  # noqa: D102
+    @property
+    def num_runs(self) -> int:
+        """R."""
+        return int(next(self.parameters()).shape[0])
+
+    def features(self, inputs: torch.Tensor, noise: torch.Tensor | None = None) -> torch.Tensor:
+        """Raw features ``(R, B, d)`` before the normalisation."""
         if noise is None:
-            h = self.backbone(inputs)
-        elif self.is_free:
-            h = self.backbone(inputs) + noise
-        else:
-            h = self.backbone(inputs + noise)
-        return normalize(h, self.normalization)
+            return self.backbone(inputs)
+        if self.is_free:
+            return self.backbone(inputs) + noise
+        return self.backbone(inputs + noise)
+
+    def forward(self, inputs: torch.Tensor, noise: torch.Tensor | None = None) -> torch.Tensor:  # noqa: D102
+        return normalize(self.features(inputs, noise), self.normalization)
+
+    def run_features(self, r: int, inputs: torch.Tensor, noise: torch.Tensor | None = None) -> torch.Tensor:
+        """Raw features ``(B, d)`` of run ``r`` for its inputs ``(B,)`` / ``(B, D)``."""
+        bb = self.backbone
+        if isinstance(bb, StackedFreeFeatures):
+            h = bb.weight[r][inputs]
+            return h if noise is None else h + noise
+        x = inputs if noise is None else inputs + noise
+        if isinstance(bb, StackedLinear):
+            return torch.addmm(bb.bias[r, 0], x, bb.weight[r])
+        if isinstance(bb, StackedMLP):
+            last = len(bb.weights) - 1
+            for i, (w, b) in enumerate(zip(bb.weights, bb.biases, strict=True)):
+                x = torch.addmm(b[r, 0], x, w[r])
+                if i < last:
+                    x = torch.relu(x)
+            return x
+        raise ValueError(f"unsupported backbone {type(bb).__name__}")  # pragma: no cover
+
+    def run(self, r: int, inputs: torch.Tensor, noise: torch.Tensor | None = None) -> torch.Tensor:
+        """Normalised embeddings ``(B, d)`` of run ``r`` (see :meth:`run_features`)."""
+        return normalize(self.run_features(r, inputs, noise), self.normalization)
+
+    def run_state(self, r: int) -> dict[str, torch.Tensor]:
+        """Run ``r``'s parameters as a ``state_dict`` of the single :class:`ContrastiveModel`."""
+        bb = self.backbone
+        if isinstance(bb, StackedFreeFeatures):
+            return {"backbone.weight": bb.weight[r].detach().clone()}
+        if isinstance(bb, StackedLinear):
+            return {"backbone.weight": bb.weight[r].detach().clone(), "backbone.bias": bb.bias[r, 0].detach().clone()}
+        if isinstance(bb, StackedMLP):
+            out = {}
+            for i, (w, b) in enumerate(zip(bb.weights, bb.biases, strict=True)):
+                out[f"backbone.weights.{i}"] = w[r].detach().clone()
+                out[f"backbone.biases.{i}"] = b[r, 0].detach().clone()
+            return out
+        raise ValueError(f"unsupported backbone {type(bb).__name__}")  # pragma: no cover
 
 
 def stack_models(models: list[ContrastiveModel]) -> StackedModel:
@@ -273,11 +350,10 @@ def stack_models(models: list[ContrastiveModel]) -> StackedModel:
     elif kind is LinearEncoder:
         bb = StackedLinear(_stack([b.weight for b in bbs]).data, _stack([b.bias[None] for b in bbs]).data)
     elif kind is MLPEncoder:
+        layers = range(len(bbs[0].weights))
         bb = StackedMLP(
-            _stack([b.w1 for b in bbs]).data,
-            _stack([b.b1[None] for b in bbs]).data,
-            _stack([b.w2 for b in bbs]).data,
-            _stack([b.b2[None] for b in bbs]).data,
+            [_stack([b.weights[i] for b in bbs]).data for i in layers],
+            [_stack([b.biases[i][None] for b in bbs]).data for i in layers],
         )
     else:
         raise ValueError(f"unsupported encoder type {kind.__name__}")

@@ -1,96 +1,27 @@
-"""Adam training of one synthetic run, recording NC/DC metrics per epoch (spec/hcl.md §4, §6).
+"""One synthetic run: ``train_run(config)`` is the R = 1 case of the engine.
 
-:func:`train_run` trains the run described by a ``synthetic.config.RunConfig`` and returns a tidy
-table: one row per recorded epoch, the resolved config columns (``RunConfig.to_dict()``), then
-``run_key`` (``config.key()``), ``epoch`` and the metric columns of
-:data:`synthetic.results.METRIC_COLUMNS` (the table layout of :mod:`synthetic.results`).
-
-**Epochs.** Row ``epoch = 0`` is the initialisation (before any update; its ``loss`` is NaN);
-row ``epoch = e >= 1`` is the state after ``e`` epochs of training. Rows are recorded at epoch 0,
-every ``eval_every`` epochs, and at the last epoch. (The authors' two folders disagree on the
-timing, spec/hcl.md §8 quirk 11; this module's convention is unambiguous.)
-
-**Batches.** Full batch (``batch_size`` 0 or >= N): one step per epoch on all N samples in index
-order. Mini-batches: a fresh permutation per epoch (``"order"`` stream), ``N // batch_size`` steps
-(drop_last, as the authors' loader).
-
-**How each method consumes the data** (per step, on the batch ``idx`` with labels ``y``):
-
-* SCL/HSCL/UCL/HUCL, ``positives="label"``: the authors' batched loss,
-  ``theory.hcl.contrastive_loss(z, y, setting=..., self_positive=True)``: every same-label batch
-  member, the anchor included, is a positive (spec/hcl.md §2.5).
-* SCL/HSCL/UCL/HUCL, ``positives="noise"``: the 2B embeddings ``cat(f(x), f(x + noise))`` with
-  labels ``cat(y, y)`` and ``positive_groups = cat(arange(B), arange(B))``, ``self_positive=False``:
-  the only positive of a view is its noisy copy, while the **labels** still define the supervised
-  negatives (other-label members of the 2B batch) and the unsupervised negatives are all 2B
-  members (anchor included, as in the authors' UCL code).
-* InfoNCE/WeiNCE: two views ``(z1, z2)``: ``z1 = f(x_idx)``, ``z2`` = a uniformly random other
-  sample of the same class from the whole training set (``"label"``,
-  :func:`synthetic.data.same_class_partners`) or ``f(x_idx + noise)`` (``"noise"``);
-  ``theory.infonce.info_nce(z1, z2, tau)`` /
-  ``theory.weince.weince_loss(z1, z2, tau=tau, recipe="core")``. Both use cosine similarities
-  (SimCLR's NT-Xent; WeiNCE needs ``s <= 1``), so WeiNCE with ``lambda = 0`` is exactly InfoNCE;
-  the config's ``normalization`` still defines the embeddings on which the metrics are computed.
-* ``f(x + noise)`` means: noise ``N(0, noise_std^2)`` added to the encoder *input* for linear/MLP
-  encoders and to the raw, pre-normalisation *feature* for free features (whose raw norms may grow
-  during training, which shrinks the relative size of the noise). Noise and partners are drawn
-  afresh at every step (``"step"`` stream).
-
-**Metrics** (no grad, float64, on the normalised embeddings ``z`` of the full training set,
-``theory.collapse``): the paper conditions ``unit_norm``, ``zero_sum``, ``etf_mean``, ``etf_max``,
-``within_class_variation``; the standard ``nc1``, ``nc2_equinorm``, ``nc2_equiangularity``,
-``etf_error``; ``effective_rank`` (of the class-mean matrix M; ``C - 1`` at an ETF), ``rankme`` (of
-Z), ``spectrum_min`` (``log(sigma_min / sigma_max)`` of the class-mean covariance over its first
-``min(C - 1, d)`` values: 0 at an ETF, very negative under dimensional collapse), ``mean_norm``
-(mean ``||z_i||``); ``ncm_acc`` (held-out NCM top-1, raw inner product with un-normalised means;
-NaN for free features, which have no held-out inputs, or without a test set) and ``train_ncm_acc``.
-A metric that is undefined at a state (e.g. NC1 when all class means coincide) is NaN.
-
-**Skipped steps.** A supervised (SCL/HSCL) mini-batch holding a single class leaves every anchor
-without negatives: the loss is undefined, so that step is skipped (no forward, no update, no
-draw from the ``"step"`` stream, and Adam's step count does not advance) and counted in the
-column ``skipped_steps`` (the number skipped in the row's epoch, like ``loss``; 0 at epoch 0
-and normally). An epoch whose every step is skipped raises ValueError. Skipping is deterministic
-(it depends only on the ``"order"`` stream's permutation); the next executed step draws what the
-skipped one would have drawn, so the ``"step"`` stream of a run with skips is shifted relative
-to a hypothetical run without them (there is no such run: the skipped loss does not exist).
-
-**Losses.** ``loss``: the epoch mean of the training mini-batch losses over the executed steps
-(the authors' logged quantity). ``full_loss``: the loss on the whole training set as one batch with the exact
-(``"expectation"``) estimator, at the recorded state (noise / partners drawn from the ``"eval"``
-stream, re-seeded at every evaluation, hence identical at every epoch); NaN when that batch
-exceeds ``FULL_LOSS_MAX`` = 4096 rows.
-``optimum``: the closed-form NC value of the *training* loss (spec/hcl.md §3.3-§3.6; L*_SCL for
-SCL/HSCL, L*_UCL for UCL/HUCL (a lower bound, not attained for HUCL at beta > 0); NaN for
-InfoNCE/WeiNCE, for ``normalization="none"`` and for ``d < C - 1``, where it is no optimum:
-:func:`closed_form_optimum`). ``gap_to_optimum = loss - optimum``; ``full_gap = full_loss - optimum_full``
-where ``optimum_full`` is the closed form for the expectation estimator (identical except UCL/HUCL
-with ``estimator="sampled"``, where the optimum is the K-binomial value and the expectation form
-is its K -> infinity limit). For UCL with mini-batches the optimum assumes the population
-same-class fraction 1/C, so a small negative gap is possible.
-
-**class_means.** With ``record_means=True`` a column ``class_means`` holds, per row, the JSON
-string of the ``(C, d)`` list of the class means (decode with :func:`decode_class_means`).
-
-**Determinism.** Every random draw comes from seeded CPU generators (``synthetic.data``), so the
-same config gives an identical table (bit for bit on the same machine and thread count).
+:func:`train_run` trains the run described by a ``synthetic.config.RunConfig`` with
+:func:`synthetic.engine.train_runs` and returns its tidy table: one row per recorded epoch, the
+resolved config columns (``RunConfig.to_dict()``), then ``run_key`` (``config.key()``), ``epoch``
+and the metric columns (:func:`synthetic.engine.metric_columns`; docs/metrics.md). How each
+method consumes a batch is described in :mod:`synthetic.objective`, the epochs, batches, skipped
+steps, near-NC initialisation and failures in :mod:`synthetic.engine`, the metrics in
+:mod:`synthetic.evaluation`. The same config gives an identical table (bit for bit on the same
+machine and thread count).
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+import os
 
 import numpy as np
 import pandas as pd
 import torch
 
 from synthetic.config import RunConfig
-from synthetic.data import make_data, noise_like, run_generators, same_class_partners, stream_seed
-from synthetic.models import build_model
-from synthetic.results import EPOCH, METRIC_COLUMNS, RUN_KEY
-from theory.options import ESTIMATORS, HCL_METHODS
-from theory.validation import one_of
+from synthetic.engine import FULL_LOSS_MAX, epoch_batches, recorded_epochs, train_runs
+from synthetic.evaluation import closed_form_optimum, collapse_metrics
 
 __all__ = [
     "FULL_LOSS_MAX",
@@ -102,285 +33,13 @@ __all__ = [
     "epoch_batches",
 ]
 
-#: full_loss is computed only when the evaluation batch (N, or 2N for two views) is at most this.
-FULL_LOSS_MAX = 4096
-
-
-# ------------------------------------------------------------------------------ closed forms
-
-
-def closed_form_optimum(config: RunConfig, estimator: str | None = None) -> float:
-    """Closed-form NC value of the loss of ``config`` (spec/hcl.md §3.3, §3.5).
-
-    With ``a = -C / ((C - 1) tau)`` (the scaled cross-class ``t`` at NC) and ``K`` negatives:
-
-    * SCL/HSCL: ``psi(a, ..., a)``: mean ``log(1 + e^a)``, sum ``log(1 + K e^a)``,
-      triplet ``max(0, a + margin)`` (L*_SCL; attained at NC for every beta).
-    * UCL/HUCL (same-class negatives have ``t = 0``): sampled estimator ->
-      ``sum_m Binom(m; K, 1/C) psi(0^m, a^(K-m))``; expectation estimator -> the same with the
-      average inside psi: mean ``log(1 + 1/C + (1 - 1/C) e^a)``, sum ``log(1 + K(...))``, triplet
-      ``margin/C + (1 - 1/C) max(0, a + margin)`` (L*_UCL; a lower bound for HUCL).
-    * InfoNCE/WeiNCE: NaN (no closed form used here).
-    * NaN as well where these values are not the optimum of the run: ``normalization="none"``
-      (unbounded embeddings drive the loss to 0, its infimum, so the NC value is no optimum) and
-      ``d < C - 1`` (no simplex ETF exists in ``R^d``; the value is then a bound that NC cannot
-      attain).
-
-    Computed by ``theory.hcl`` (``scl_optimum``, ``ucl_optimum``, ``plugin_value``).
-
-    Args:
-        config: the run.
-        estimator: override ``config.estimator`` (``"expectation"`` or ``"sampled"``).
-    """
-    est = config.estimator if estimator is None else estimator
-    one_of("estimator", est, ESTIMATORS)
-    if (
-        config.method not in HCL_METHODS
-        or config.normalization == "none"
-        or config.embed_dim < config.num_classes - 1
-    ):
-        return float("nan")
-    from theory.hcl import plugin_value, scl_optimum, ucl_optimum
-
-    kw = dict(psi=config.psi, tau=config.tau, num_negatives=config.num_negatives, margin=config.margin)
-    C = config.num_classes
-    if config.setting == "supervised":
-        return float(scl_optimum(C, **kw))
-    if est == "sampled":
-        return float(ucl_optimum(C, **kw))
-    return float(plugin_value(1.0 / C, C, **kw))
-
-
-# ------------------------------------------------------------------------------ metrics
-
-
-def _safe(fn, *args, **kwargs) -> float:
-    try:
-        v = float(fn(*args, **kwargs))
-    except ValueError:
-        return float("nan")
-    return v
-
-
-def collapse_metrics(
-    z: torch.Tensor,
-    labels: torch.Tensor,
-    num_classes: int,
-    test_z: torch.Tensor | None = None,
-    test_labels: torch.Tensor | None = None,
-) -> tuple[dict[str, float], np.ndarray]:
-    """NC/DC metrics of embeddings ``z`` ``(N, d)`` (see the module docstring), via theory.collapse.
-
-    Returns ``(metrics, mu)``: a dict of floats with the metric columns other than the losses, and
-    the ``(C, d)`` float64 class means as a numpy array.
-    """
-    from theory import collapse as col
-
-    with torch.no_grad():
-        z = z.detach().to(torch.float64)
-        mu_t = col.class_means(z, labels, num_classes)
-        cond = col.paper_conditions(mu_t)
-        C, d = mu_t.shape
-        r = min(C - 1, d)
-        spec = col.class_mean_spectrum(mu_t)
-        out = {
-            "unit_norm": cond["unit_norm"],
-            "zero_sum": cond["zero_sum"],
-            "etf_mean": cond["etf_mean"],
-            "etf_max": cond["etf_max"],
-            "within_class_variation": col.within_class_variation(z, labels, num_classes),
-            "nc1": _safe(col.nc1, z, labels, num_classes),
-            "nc2_equinorm": _safe(col.nc2_equinorm, mu_t),
-            "nc2_equiangularity": _safe(col.nc2_equiangularity, mu_t),
-            "etf_error": _safe(col.etf_error, mu_t),
-            "effective_rank": _safe(col.effective_rank, mu_t),
-            "rankme": _safe(col.rankme, z),
-            "spectrum_min": float(spec[r - 1]) if r >= 1 else float("nan"),
-            "mean_norm": float(torch.linalg.vector_norm(z, dim=1).mean()),
-            "train_ncm_acc": _safe(col.ncm_accuracy, z, labels, z, labels, num_classes=num_classes),
-        }
-        if test_z is not None and test_labels is not None and test_z.shape[0] > 0:
-            out["ncm_acc"] = _safe(
-                col.ncm_accuracy,
-                z,
-                labels,
-                test_z.detach().to(torch.float64),
-                test_labels,
-                num_classes=num_classes,
-            )
-        else:
-            out["ncm_acc"] = float("nan")
-    return out, mu_t.cpu().numpy()
-
-
-def decode_class_means(value: str) -> np.ndarray:
-    """Decode a ``class_means`` cell (JSON list of lists) to a ``(C, d)`` float64 array."""
-    if not isinstance(value, str):
-        raise ValueError(f"value must be a JSON string, got {type(value).__name__}")
-    return np.asarray(json.loads(value), dtype=np.float64)
-
-
-# ------------------------------------------------------------------------------ schedule
-
-
-def recorded_epochs(epochs: int, eval_every: int) -> list[int]:
-    """Epochs with a row: 0, every ``eval_every``, and ``epochs``."""
-    out = list(range(0, epochs + 1, eval_every))
-    if out[-1] != epochs:
-        out.append(epochs)
-    return out
-
-
-def epoch_batches(N: int, batch_size: int, generator: torch.Generator) -> torch.Tensor:
-    """Index batches ``(steps, b)`` of one epoch (full batch: ``arange(N)[None]``, no draw)."""
-    if batch_size == 0 or batch_size >= N:
-        return torch.arange(N)[None]
-    perm = torch.randperm(N, generator=generator)
-    steps = N // batch_size
-    return perm[: steps * batch_size].view(steps, batch_size)
-
-
-# ------------------------------------------------------------------------------ losses
-
-
-def _skipped_batches(config: RunConfig, labels: torch.Tensor) -> torch.Tensor:
-    """Bool ``(...)``: which batches of labels ``(..., B)`` are skipped (single class, SCL/HSCL)."""
-    if config.setting != "supervised":
-        return torch.zeros(labels.shape[:-1], dtype=torch.bool, device=labels.device)
-    return labels.amax(dim=-1) == labels.amin(dim=-1)
-
-
-def _two_view_loss(config: RunConfig, z1: torch.Tensor, z2: torch.Tensor) -> torch.Tensor:
-    if config.method == "InfoNCE":
-        from theory.infonce import info_nce
-
-        return info_nce(z1, z2, tau=config.tau)
-    from theory.weince import weince_loss
-
-    return weince_loss(z1, z2, tau=config.tau, recipe="core")
-
-
-def _batch_loss(
-    config: RunConfig,
-    model,
-    data,
-    idx: torch.Tensor,
-    generator: torch.Generator,
-    estimator: str | None = None,
-) -> torch.Tensor:
-    """Loss of one batch ``idx`` (B,) -- see the module docstring for each method.
-
-    Random draws from ``generator`` in this order: positives' noise (``"noise"``) or partners
-    (two-view ``"label"``), then the sampled negatives (inside ``contrastive_loss``).
-    """
-    from theory.hcl import contrastive_loss
-
-    free = config.encoder == "free"
-    inputs = (lambda i: i) if free else (lambda i: data.x_train[i])
-    y = data.y_train[idx]
-    B = idx.shape[0]
-    dtype = config.torch_dtype
-    device = data.y_train.device
-    noise_dim = config.embed_dim if free else config.input_dim
-    if config.method in HCL_METHODS:
-        kw: dict[str, Any] = dict(
-            setting=config.setting,
-            beta=config.beta,
-            tau=config.tau,
-            psi=config.psi,
-            estimator=config.estimator if estimator is None else estimator,
-            num_negatives=config.num_negatives,
-            margin=config.margin,
-            generator=generator,
-            num_classes=config.num_classes,
-        )
-        if config.positives == "label":
-            return contrastive_loss(model(inputs(idx)), y, **kw)
-        noise = noise_like((B, noise_dim), config.noise_std, generator=generator, dtype=dtype, device=device)
-        z = torch.cat([model(inputs(idx)), model(inputs(idx), noise)])
-        ids = torch.arange(B, device=device)
-        return contrastive_loss(
-            z, torch.cat([y, y]), positive_groups=torch.cat([ids, ids]), self_positive=False, **kw
-        )
-    if config.positives == "label":
-        partner = same_class_partners(data.y_train, idx, generator=generator)
-        z2 = model(inputs(partner))
-    else:
-        noise = noise_like((B, noise_dim), config.noise_std, generator=generator, dtype=dtype, device=device)
-        z2 = model(inputs(idx), noise)
-    return _two_view_loss(config, model(inputs(idx)), z2)
-
-
-# ------------------------------------------------------------------------------ evaluation
-
-
-def _embed(config: RunConfig, model, data) -> tuple[torch.Tensor, torch.Tensor | None]:
-    if config.encoder == "free":
-        return model(torch.arange(data.num_train, device=data.y_train.device)), None
-    return model(data.x_train), (model(data.x_test) if data.x_test.shape[0] > 0 else None)
-
-
-def _row_metrics(
-    config: RunConfig, model, data, optimum: float, optimum_full: float
-) -> tuple[dict, np.ndarray]:
-    with torch.no_grad():
-        z, zt = _embed(config, model, data)
-        metrics, mu = collapse_metrics(z, data.y_train, config.num_classes, zt, data.y_test)
-        n_eval = data.num_train * (1 if (config.method in HCL_METHODS and config.positives == "label") else 2)
-        if n_eval <= FULL_LOSS_MAX:
-            g = torch.Generator()
-            g.manual_seed(stream_seed(config.seed, "eval"))
-            idx = torch.arange(data.num_train, device=data.y_train.device)
-            # Never degenerate: the full balanced set holds C >= 2 classes (and >= 2 members per
-            # class for two-view label positives, RunConfig validates it).
-            full = float(_batch_loss(config, model, data, idx, g, estimator="expectation"))
-        else:
-            full = float("nan")
-    metrics["full_loss"] = full
-    metrics["optimum"] = optimum
-    metrics["full_gap"] = full - optimum_full
-    return metrics, mu
-
-
-# ------------------------------------------------------------------------------ training
-
-
-def _progress(iterable, enabled: bool, desc: str, total: int | None = None):
-    if not enabled:
-        return iterable
-    import sys
-
-    from tqdm.auto import tqdm
-
-    return tqdm(iterable, desc=desc, total=total, disable=not sys.stderr.isatty(), leave=False)
-
-
-def _assemble(config: RunConfig, records: list[dict]) -> pd.DataFrame:
-    base = config.to_dict()
-    base[RUN_KEY] = config.key()
-    cols = list(base) + [EPOCH] + list(METRIC_COLUMNS) + (["class_means"] if config.record_means else [])
-    rows = [{**base, **r} for r in records]
-    df = pd.DataFrame(rows, columns=cols)
-    df[EPOCH] = df[EPOCH].astype(np.int64)
-    df["skipped_steps"] = df["skipped_steps"].astype(np.int64)
-    return df
-
-
-def _record(config: RunConfig, epoch: int, loss: float, skipped: int, metrics: dict, mu: np.ndarray) -> dict:
-    r = {
-        "epoch": epoch,
-        "loss": loss,
-        "skipped_steps": skipped,
-        "gap_to_optimum": loss - metrics["optimum"],
-        **metrics,
-    }
-    if config.record_means:
-        r["class_means"] = json.dumps(mu.tolist())
-    return r
-
 
 def train_run(
-    config: RunConfig, *, progress: bool = False, device: str | torch.device = "cpu"
+    config: RunConfig,
+    *,
+    progress: bool = False,
+    device: str | torch.device = "cpu",
+    state_dir: str | os.PathLike | None = None,
 ) -> pd.DataFrame:
     """Train one run with Adam and return its per-epoch table (see the module docstring).
 
@@ -388,51 +47,23 @@ def train_run(
         config: a validated :class:`synthetic.config.RunConfig`.
         progress: show a tqdm bar over epochs (only on a terminal).
         device: torch device of the model and data (random draws stay on the CPU generators).
+        state_dir: where the source state of an ``init="nc"`` run is saved and reused.
 
     Returns:
-        ``pandas.DataFrame`` with ``len(recorded_epochs(epochs, eval_every))`` rows; columns: the
-        resolved config fields, ``run_key``, ``epoch``, :data:`METRIC_COLUMNS` and, with
-        ``record_means``, ``class_means`` (JSON string).
+        ``pandas.DataFrame`` with ``len(recorded_epochs(num_epochs, eval_every))`` rows.
 
     Raises:
         ValueError: ``config`` is not a RunConfig, or every step of an epoch was skipped (each
-            mini-batch held a single class under SCL/HSCL; see the module docstring).
-        FloatingPointError: the training loss became non-finite (never recorded silently).
+            mini-batch held a single class under SCL/HSCL).
+        FloatingPointError: the parameters, embeddings or training loss became non-finite.
     """
     if not isinstance(config, RunConfig):
         raise ValueError(f"config must be a RunConfig, got {type(config).__name__}")
-    gens = run_generators(config.seed)
-    data = make_data(config, device=device)
-    model = build_model(config, generator=gens["init"]).to(device)
-    opt = torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-    optimum = closed_form_optimum(config)
-    optimum_full = closed_form_optimum(config, "expectation")
-    record_at = set(recorded_epochs(config.epochs, config.eval_every))
+    return train_runs([config], progress=progress, device=device, state_dir=state_dir)[0]
 
-    metrics, mu = _row_metrics(config, model, data, optimum, optimum_full)
-    records = [_record(config, 0, float("nan"), 0, metrics, mu)]
-    for epoch in _progress(range(1, config.epochs + 1), progress, f"run {config.key()}", config.epochs):
-        batches = epoch_batches(data.num_train, config.batch_size, gens["order"]).to(device)
-        skip = _skipped_batches(config, data.y_train[batches]).tolist()
-        if all(skip):
-            raise ValueError(
-                f"run {config.key()}: every mini-batch of epoch {epoch} holds a single class; the "
-                f"{config.method} loss is undefined (batch_size={config.batch_size} is too small for "
-                f"num_classes={config.num_classes})"
-            )
-        total = torch.zeros((), dtype=torch.float64)
-        for idx, skipped in zip(batches, skip, strict=True):
-            if skipped:
-                continue
-            loss = _batch_loss(config, model, data, idx, gens["step"])
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            total += loss.detach().to(torch.float64).cpu()
-        if not bool(torch.isfinite(total)):
-            raise FloatingPointError(f"run {config.key()}: non-finite training loss in epoch {epoch}")
-        if epoch in record_at:
-            metrics, mu = _row_metrics(config, model, data, optimum, optimum_full)
-            done = len(skip) - sum(skip)
-            records.append(_record(config, epoch, float(total) / done, len(skip) - done, metrics, mu))
-    return _assemble(config, records)
+
+def decode_class_means(value: str) -> np.ndarray:
+    """Decode a ``class_means`` cell (JSON list of lists) to a ``(C, d)`` float64 array."""
+    if not isinstance(value, str):
+        raise ValueError(f"value must be a JSON string, got {type(value).__name__}")
+    return np.asarray(json.loads(value), dtype=np.float64)

@@ -1,0 +1,448 @@
+"""The one training engine of the synthetic study: R runs of one shape in one tensor program.
+
+:func:`train_runs` trains R >= 1 runs (``synthetic.config.RunConfig``) with Adam and returns one
+tidy table per run (the layout of :mod:`synthetic.results`); a single run is the R = 1 case
+(``synthetic.train.train_run``). The parameters of the R runs are stacked along a leading run
+dimension (``synthetic.models.StackedModel``: weights ``(R, in, out)``, ``torch.baddbmm``), their
+mini-batches are ``(R, B)`` index tensors, their losses come from one run-batched objective
+(:mod:`synthetic.objective`), their R losses are summed before ``backward`` (run r's parameters
+receive exactly run r's gradient), and one Adam updates them (``torch.optim.Adam``, element-wise
+and hence run by run; :class:`synthetic.adam.RunAdam` where a run can skip a step). The metric
+step is :mod:`synthetic.evaluation`. Which runs are stacked together, and whether a group is
+stacked at all, is decided by :func:`synthetic.plan.plan`.
+
+**Epochs.** Row ``epoch = 0`` is the initialisation (before any update; ``loss`` NaN); row
+``epoch = e`` the state after ``e`` epochs. Rows at epoch 0, every ``eval_every`` epochs and at
+the last epoch. With a step budget (``steps > 0``) the run draws exactly ``steps`` mini-batches
+and its last epoch is cut short; the ``steps`` column counts the mini-batches drawn so far.
+
+**Batches.** Full batch (``batch_size`` 0 or >= N): one step per epoch on all N samples in index
+order. Mini-batches: a fresh permutation per epoch (``"order"`` stream), ``N // batch_size``
+steps (drop_last, as the authors' loader).
+
+**Skipped steps.** A supervised (SCL/HSCL) mini-batch holding a single class leaves every
+anchor without negatives: that run skips the step (no draw, no update, no loss), while the other
+runs of the stack proceed; the epoch's ``loss`` averages the executed steps and
+``skipped_steps`` counts the others. An epoch in which every step of a run is skipped raises
+``ValueError``.
+
+**Near-NC initialisation** (``init="nc"``, claim R4). The run starts from the final parameters of
+its :meth:`~synthetic.config.RunConfig.source_config` (the same run trained from a random
+initialisation with ``init_method`` / ``init_beta`` for ``init_epochs`` epochs) with a fresh Adam
+state (the authors' commented-out checkpoint load restores the model only). Sources are trained
+first, stacked, once per call; with ``state_dir`` (or the environment variable
+:data:`STATE_DIR_ENV`) each source's ``state_dict`` is saved there as ``<source key>.pt`` and
+reused by later calls. The ``init_key`` column names the source run.
+
+**Failures.** Non-finite parameters, embeddings or training losses raise ``FloatingPointError``
+naming the run: a diverging run is never recorded (the sphere normalisation would otherwise map
+NaN rows to zero, which looks like perfect collapse).
+
+**Randomness.** Every draw of run r comes from run r's own generators (``synthetic.data``
+streams ``data``, ``init``, ``order``, ``step``, ``eval``), in the order of the sequential
+reference trainer, so run r's table does not depend on the runs stacked with it (up to the float
+rounding of batched products). The same configs give identical tables (bit for bit on the same
+machine and thread count).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from synthetic.adam import RunAdam, needs_run_adam
+from synthetic.config import RunConfig
+from synthetic.data import make_data, run_generators, stream_seed
+from synthetic.evaluation import RANK_COLUMNS, closed_form_optimum, collapse_metrics, collision_columns
+from synthetic.models import ContrastiveModel, StackedModel, build_model, stack_models
+from synthetic.objective import step_losses
+from synthetic.results import EPOCH, METRIC_COLUMNS, RUN_KEY
+from theory.geometry import normalize
+from theory.options import HCL_METHODS
+
+__all__ = [
+    "FULL_LOSS_MAX",
+    "STATE_DIR_ENV",
+    "ENGINE_COLUMNS",
+    "metric_columns",
+    "recorded_epochs",
+    "epoch_batches",
+    "train_runs",
+]
+
+#: ``full_loss`` is computed only when the evaluation batch (N, or 2N for two views) is at most this.
+FULL_LOSS_MAX = 4096
+#: Environment variable naming the folder where source states of ``init="nc"`` runs are kept.
+STATE_DIR_ENV = "SYNTHETIC_STATE_DIR"
+#: Metric columns the engine writes besides :data:`synthetic.results.METRIC_COLUMNS` (then the
+#: ``spectrum_i`` columns and, with ``record_means``, ``class_means``); docs/metrics.md.
+ENGINE_COLUMNS = ("steps", *RANK_COLUMNS, "collision", "collision_nc", "init_key")
+
+
+def metric_columns(config: RunConfig) -> list[str]:
+    """The metric columns of a run's table, in order (after ``run_key`` and ``epoch``)."""
+    cols = list(METRIC_COLUMNS) + [c for c in ENGINE_COLUMNS if c not in METRIC_COLUMNS]
+    cols += [f"spectrum_{i}" for i in range(min(config.num_classes - 1, config.embed_dim))]
+    if config.record_means:
+        cols.append("class_means")
+    return cols
+
+
+def recorded_epochs(epochs: int, eval_every: int) -> list[int]:
+    """Epochs with a row: 0, every ``eval_every``, and ``epochs``."""
+    out = list(range(0, epochs + 1, eval_every))
+    if out[-1] != epochs:
+        out.append(epochs)
+    return out
+
+
+def epoch_batches(N: int, batch_size: int, generator: torch.Generator) -> torch.Tensor:
+    """Index batches ``(steps, b)`` of one epoch (full batch: ``arange(N)[None]``, no draw)."""
+    if batch_size == 0 or batch_size >= N:
+        return torch.arange(N)[None]
+    perm = torch.randperm(N, generator=generator)
+    steps = N // batch_size
+    return perm[: steps * batch_size].view(steps, batch_size)
+
+
+# ------------------------------------------------------------------------------ failures
+
+
+def _non_finite(config: RunConfig, what: str) -> FloatingPointError:
+    return FloatingPointError(f"run {config.key()}: non-finite {what}; the run diverged and is not recorded")
+
+
+# ------------------------------------------------------------------------------ source states
+
+
+def _state_dir(state_dir: str | os.PathLike | None) -> Path | None:
+    if state_dir is not None:
+        return Path(state_dir)
+    env = os.environ.get(STATE_DIR_ENV)
+    return Path(env) if env else None
+
+
+def _load_state(folder: Path | None, key: str) -> dict[str, torch.Tensor] | None:
+    if folder is None:
+        return None
+    path = folder / f"{key}.pt"
+    if not path.is_file():
+        return None
+    blob = torch.load(path, map_location="cpu", weights_only=True)
+    if not isinstance(blob, dict) or blob.get("key") != key:
+        return None
+    return blob["state"]
+
+
+def _save_state(folder: Path | None, source: RunConfig, state: dict[str, torch.Tensor]) -> None:
+    if folder is None:
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    key = source.key()
+    tmp = folder / f".{key}.{os.getpid()}.pt.tmp"
+    torch.save({"key": key, "config": source.to_dict(), "state": state}, tmp)
+    os.replace(tmp, folder / f"{key}.pt")
+
+
+def _source_states(
+    configs: Sequence[RunConfig], device: Any, state_dir: Path | None, progress: bool
+) -> dict[str, dict[str, torch.Tensor]]:
+    """Final ``state_dict`` of every source run the ``init="nc"`` configs need, by source key."""
+    from synthetic.plan import stack_key
+
+    needed: dict[str, RunConfig] = {}
+    for c in configs:
+        s = c.source_config()
+        if s is not None:
+            needed.setdefault(s.key(), s)
+    states: dict[str, dict[str, torch.Tensor]] = {}
+    missing: dict[tuple, list[RunConfig]] = {}
+    for k, s in needed.items():
+        st = _load_state(state_dir, k)
+        if st is None:
+            missing.setdefault(stack_key(s), []).append(s)
+        else:
+            states[k] = st
+    for group in missing.values():
+        _, model = _train(group, {}, progress=progress, device=device)
+        for r, s in enumerate(group):
+            st = model.run_state(r)
+            states[s.key()] = st
+            _save_state(state_dir, s, st)
+    return states
+
+
+# ------------------------------------------------------------------------------ the engine
+
+
+def _check(configs: Sequence[RunConfig]) -> list[RunConfig]:
+    from synthetic.plan import stack_key
+
+    if not isinstance(configs, (list, tuple)) or not configs:
+        raise ValueError("configs must be a non-empty list of RunConfig")
+    for c in configs:
+        if not isinstance(c, RunConfig):
+            raise ValueError(f"configs must hold RunConfig objects, got {type(c).__name__}")
+    k0 = stack_key(configs[0])
+    for c in configs[1:]:
+        if stack_key(c) != k0:
+            a, b = configs[0].to_dict(), c.to_dict()
+            diff = [f for f in a if a[f] != b[f] and f not in ("seed", "beta", "method")] or ["method"]
+            raise ValueError(
+                f"configs are not stackable: field(s) {diff} differ ({configs[0].key()} vs {c.key()})"
+            )
+    return list(configs)
+
+
+def train_runs(
+    configs: Sequence[RunConfig],
+    *,
+    progress: bool = False,
+    device: str | torch.device = "cpu",
+    state_dir: str | os.PathLike | None = None,
+    mode: str = "stacked",
+) -> list[pd.DataFrame]:
+    """Train R stackable runs in one tensor program; one table per config, in order.
+
+    Args:
+        configs: non-empty list of RunConfig with equal :func:`synthetic.plan.stack_key`
+            (same shapes; seeds, betas and methods may differ).
+        progress: tqdm bar over epochs (only on a terminal).
+        device: torch device of the parameters and data (random draws stay on CPU generators).
+        state_dir: where source states of ``init="nc"`` runs are saved and reused (default: the
+            folder named by :data:`STATE_DIR_ENV`, else none: sources are trained in-process).
+        mode: ``"stacked"`` (one program of R runs) or ``"sequential"`` (one run at a time; the
+            sources of ``init="nc"`` runs are still trained once, stacked).
+
+    Returns:
+        One ``pandas.DataFrame`` per config: the resolved config columns, ``run_key``, ``epoch``
+        and :func:`metric_columns`, one row per recorded epoch.
+
+    Raises:
+        ValueError: empty list, a non-RunConfig, configs that are not stackable (the message names
+            the differing field), or an epoch in which every step of a run is skipped.
+        FloatingPointError: a run's parameters, embeddings or loss became non-finite.
+    """
+    if mode not in ("stacked", "sequential"):
+        raise ValueError(f"mode must be 'stacked' or 'sequential', got {mode!r}")
+    configs = _check(configs)
+    sources = _source_states(configs, device, _state_dir(state_dir), progress)
+    if mode == "sequential":
+        return [_train([c], sources, progress=progress, device=device)[0][0] for c in configs]
+    tables, _ = _train(configs, sources, progress=progress, device=device)
+    return tables
+
+
+def _skipped(configs: Sequence[RunConfig], labels: torch.Tensor) -> torch.Tensor:
+    """Bool ``(S, R)``: which runs skip which step (labels ``(S, R, B)``; SCL/HSCL single class)."""
+    sup = torch.tensor([c.setting == "supervised" for c in configs], device=labels.device)
+    return sup[None, :] & (labels.amax(dim=-1) == labels.amin(dim=-1))
+
+
+def _progress(iterable, enabled: bool, desc: str, total: int | None = None):
+    if not enabled:
+        return iterable
+    import sys
+
+    from tqdm.auto import tqdm
+
+    return tqdm(iterable, desc=desc, total=total, disable=not sys.stderr.isatty(), leave=False)
+
+
+def _train(
+    configs: list[RunConfig],
+    sources: dict[str, dict[str, torch.Tensor]],
+    *,
+    progress: bool,
+    device: Any,
+) -> tuple[list[pd.DataFrame], StackedModel]:
+    cfg = configs[0]
+    R = len(configs)
+    gens = [run_generators(c.seed) for c in configs]
+    datas = [make_data(c, device=device) for c in configs]
+    models: list[ContrastiveModel] = []
+    for c, g in zip(configs, gens, strict=True):
+        m = build_model(c, generator=g["init"])
+        src = c.source_config()
+        if src is not None:
+            m.load_state_dict(sources[src.key()])
+        models.append(m)
+    smodel = stack_models(models).to(device)
+    free = cfg.encoder == "free"
+    N = cfg.num_train
+    X = None if free else torch.stack([d.x_train for d in datas])
+    Y = torch.stack([d.y_train for d in datas])
+    betas = torch.tensor([c.beta for c in configs], dtype=cfg.torch_dtype, device=device)
+    params = list(smodel.parameters())
+    opt: Any
+    run_adam = any(needs_run_adam(c) for c in configs)
+    if run_adam:
+        opt = RunAdam(params, R, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    else:
+        opt = torch.optim.Adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    ev = _Evaluator(configs, smodel, datas, X, Y, betas)
+    epochs, budget = cfg.num_epochs, cfg.num_steps
+    record_at = set(recorded_epochs(epochs, cfg.eval_every))
+    step_gens = [g["step"] for g in gens]
+    run_ids = torch.arange(R, device=device)[None, :, None]
+
+    records: list[list[dict]] = [[] for _ in range(R)]
+    for r, row in enumerate(ev.rows(0, 0, [math.nan] * R, [0] * R)):
+        records[r].append(row)
+    drawn = 0
+    for epoch in _progress(range(1, epochs + 1), progress, f"{R} run(s)", epochs):
+        batches = torch.stack(
+            [epoch_batches(N, cfg.batch_size, g["order"]) for g in gens], dim=1
+        ).to(device)  # (S, R, b)
+        batches = batches[: budget - drawn]
+        drawn += batches.shape[0]
+        labels = Y[run_ids, batches]  # (S, R, b)
+        skip = _skipped(configs, labels).cpu()
+        dead = skip.all(dim=0)
+        if bool(dead.any()):
+            c = configs[int(torch.nonzero(dead)[0])]
+            raise ValueError(
+                f"run {c.key()}: every mini-batch of epoch {epoch} holds a single class; the "
+                f"{c.method} loss is undefined (batch_size={c.batch_size} is too small for "
+                f"num_classes={c.num_classes})"
+            )
+        any_skip = bool(skip.any())
+        total = torch.zeros(R, dtype=torch.float64, device=device)
+        for s in range(batches.shape[0]):
+            idx = batches[s]
+            active = None
+            if any_skip:
+                act = ~skip[s]
+                if not bool(act.any()):
+                    continue
+                active = act.tolist()
+            inputs = idx if free else torch.gather(X, 1, idx[:, :, None].expand(R, idx.shape[1], X.shape[2]))
+            losses = step_losses(
+                configs, smodel, inputs, labels[s], idx, step_gens, betas, y_pool=Y, pool_inputs=X, active=active
+            )
+            opt.zero_grad(set_to_none=True)
+            losses.sum().backward()
+            if run_adam:
+                opt.step(active)
+            else:
+                opt.step()
+            if active is None:
+                total += losses.detach().to(torch.float64)
+            else:
+                total[act.to(device)] += losses.detach().to(torch.float64)
+        total_cpu = total.cpu()
+        for r in range(R):
+            if not math.isfinite(float(total_cpu[r])):
+                raise _non_finite(configs[r], f"training loss in epoch {epoch}")
+        bad = _non_finite_params(params, R)
+        if bad is not None:
+            raise _non_finite(configs[bad], f"parameters after epoch {epoch}")
+        if epoch in record_at:
+            n_skipped = skip.sum(dim=0).tolist()
+            n_steps = skip.shape[0]
+            mean_loss = [float(total_cpu[r]) / (n_steps - n_skipped[r]) for r in range(R)]
+            for r, row in enumerate(ev.rows(epoch, drawn, mean_loss, n_skipped)):
+                records[r].append(row)
+    return [_assemble(c, rec) for c, rec in zip(configs, records, strict=True)], smodel
+
+
+def _non_finite_params(params: Sequence[torch.Tensor], R: int) -> int | None:
+    """Index of the first run with a non-finite parameter, else None."""
+    with torch.no_grad():
+        ok = torch.ones(R, dtype=torch.bool)
+        for p in params:
+            ok &= torch.isfinite(p.detach()).reshape(R, -1).all(dim=1).cpu()
+    return None if bool(ok.all()) else int(torch.nonzero(~ok)[0])
+
+
+def _assemble(config: RunConfig, records: list[dict]) -> pd.DataFrame:
+    base = config.to_dict()
+    base[RUN_KEY] = config.key()
+    cols = list(base) + [EPOCH] + metric_columns(config)
+    df = pd.DataFrame([{**base, **r} for r in records], columns=cols)
+    for c in (EPOCH, "skipped_steps", "steps"):
+        df[c] = df[c].astype(np.int64)
+    return df
+
+
+class _Evaluator:
+    """The metric step of R runs (one row per run at a recorded state)."""
+
+    def __init__(self, configs, smodel, datas, X, Y, betas) -> None:
+        self.configs, self.model, self.datas, self.X, self.Y, self.betas = configs, smodel, datas, X, Y, betas
+        cfg = configs[0]
+        self.free = cfg.encoder == "free"
+        self.N = cfg.num_train
+        self.optima = [closed_form_optimum(c) for c in configs]
+        self.optima_full = [closed_form_optimum(c, "expectation") for c in configs]
+        two = not (cfg.method in HCL_METHODS and cfg.positives == "label")
+        self.full = self.N * (2 if two else 1) <= FULL_LOSS_MAX
+        self.init_keys = []
+        for c in configs:
+            s = c.source_config()
+            self.init_keys.append("" if s is None else s.key())
+        has_test = not self.free and datas[0].x_test.shape[0] > 0
+        self.Xt = torch.stack([d.x_test for d in datas]) if has_test else None
+
+    def rows(self, epoch: int, steps: int, loss: list[float], skipped: list[int]) -> list[dict]:
+        cfgs, m, R = self.configs, self.model, len(self.configs)
+        device = self.Y.device
+        with torch.no_grad():
+            idx = torch.arange(self.N, device=device).repeat(R, 1)
+            h = m.features(idx if self.free else self.X)
+            zt = None if self.Xt is None else m(self.Xt)
+            for r in range(R):
+                if not bool(torch.isfinite(h[r]).all()) or (zt is not None and not bool(torch.isfinite(zt[r]).all())):
+                    raise _non_finite(cfgs[r], f"embeddings at epoch {epoch}")
+            z = normalize(h, m.normalization)
+            if self.full:
+                gens = []
+                for c in cfgs:
+                    g = torch.Generator()
+                    g.manual_seed(stream_seed(c.seed, "eval"))
+                    gens.append(g)
+                full = step_losses(
+                    cfgs,
+                    m,
+                    idx if self.free else self.X,
+                    self.Y,
+                    idx,
+                    gens,
+                    self.betas,
+                    y_pool=self.Y,
+                    pool_inputs=self.X,
+                    estimator="expectation",
+                ).tolist()
+            else:
+                full = [math.nan] * R
+        out = []
+        for r, c in enumerate(cfgs):
+            d = self.datas[r]
+            metrics, mu = collapse_metrics(
+                z[r], d.y_train, c.num_classes, None if zt is None else zt[r], d.y_test
+            )
+            row: dict[str, Any] = {
+                EPOCH: epoch,
+                "loss": loss[r],
+                "skipped_steps": skipped[r],
+                "full_loss": full[r],
+                "optimum": self.optima[r],
+                "gap_to_optimum": loss[r] - self.optima[r],
+                "full_gap": full[r] - self.optima_full[r],
+                **metrics,
+                "steps": steps,
+                **collision_columns(c, z[r], d.y_train),
+                "init_key": self.init_keys[r],
+            }
+            if c.record_means:
+                row["class_means"] = json.dumps(mu.tolist())
+            out.append(row)
+        return out
