@@ -7,7 +7,7 @@ dimension (``synthetic.models.StackedModel``: weights ``(R, in, out)``, ``torch.
 mini-batches are ``(R, B)`` index tensors, their losses come from one run-batched objective
 (:mod:`synthetic.objective`), their R losses are summed before ``backward`` (run r's parameters
 receive exactly run r's gradient), and one Adam updates them (``torch.optim.Adam``, element-wise
-and hence run by run; :class:`synthetic.adam.RunAdam` where a run can skip a step). The metric
+and hence run by run; :class:`synthetic.adam.RunAdam` once some runs skip a step). The metric
 step is :mod:`synthetic.evaluation`. Which runs are stacked together, and whether a group is
 stacked at all, is decided by :func:`synthetic.plan.plan`.
 
@@ -58,7 +58,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from synthetic.adam import RunAdam, needs_run_adam
+from synthetic.adam import RunAdam, make_adam
 from synthetic.config import RunConfig
 from synthetic.data import make_data, run_generators, stream_seed
 from synthetic.evaluation import RANK_COLUMNS, closed_form_optimum, collapse_metrics, collision_columns
@@ -282,12 +282,8 @@ def _train(
     Y = torch.stack([d.y_train for d in datas])
     betas = torch.tensor([c.beta for c in configs], dtype=cfg.torch_dtype, device=device)
     params = list(smodel.parameters())
-    opt: Any
-    run_adam = any(needs_run_adam(c) for c in configs)
-    if run_adam:
-        opt = RunAdam(params, R, lr=cfg.lr, weight_decay=cfg.weight_decay)
-    else:
-        opt = torch.optim.Adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    opt: Any = make_adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    run_adam = False  # becomes a RunAdam at the first step some runs skip and others do not
     ev = _Evaluator(configs, smodel, datas, X, Y, betas)
     epochs, budget = cfg.num_epochs, cfg.num_steps
     record_at = set(recorded_epochs(epochs, cfg.eval_every))
@@ -324,6 +320,8 @@ def _train(
                 if not bool(act.any()):
                     continue
                 active = act.tolist()
+                if not run_adam and not all(active):
+                    opt, run_adam = RunAdam.from_torch(opt, params, R), True
             inputs = idx if free else torch.gather(X, 1, idx[:, :, None].expand(R, idx.shape[1], X.shape[2]))
             losses = step_losses(
                 configs, smodel, inputs, labels[s], idx, step_gens, betas, y_pool=Y, pool_inputs=X, active=active

@@ -49,10 +49,33 @@ def test_linear_and_mlp_match_loop_references(dtype, torch_gen):
     xs = x.double().numpy()
     ref = np.zeros((5, 3))
     for i in range(5):
-        h = [max(0.0, sum(xs[i, k] * p["w1"][k, j] for k in range(6)) + p["b1"][j]) for j in range(4)]
+        h = [max(0.0, sum(xs[i, k] * p["weights.0"][k, j] for k in range(6)) + p["biases.0"][j]) for j in range(4)]
         for j in range(3):
-            ref[i, j] = sum(h[k] * p["w2"][k, j] for k in range(4)) + p["b2"][j]
+            ref[i, j] = sum(h[k] * p["weights.1"][k, j] for k in range(4)) + p["biases.1"][j]
     np.testing.assert_allclose(mlp(x).detach().double().numpy(), ref, atol=tol)
+
+
+@pytest.mark.parametrize("depth", [1, 2, 4])
+def test_deep_mlp_matches_a_loop_reference(depth, torch_gen):
+    x = torch.randn(4, 5, generator=torch_gen(1), dtype=torch.float64)
+    mlp = MLPEncoder(5, 3, 2, depth=depth, generator=torch_gen(4), dtype=torch.float64)
+    assert mlp.depth == depth and len(list(mlp.parameters())) == 2 * (depth + 1)
+    ws = [w.detach().numpy() for w in mlp.weights]
+    bs = [b.detach().numpy() for b in mlp.biases]
+    ref = np.zeros((4, 2))
+    for i in range(4):
+        h = list(x[i].numpy())
+        for layer, (w, b) in enumerate(zip(ws, bs)):
+            out = [sum(h[k] * w[k, j] for k in range(len(h))) + b[j] for j in range(w.shape[1])]
+            h = out if layer == depth else [max(0.0, v) for v in out]
+        ref[i] = h
+    np.testing.assert_allclose(mlp(x).detach().numpy(), ref, atol=1e-12)
+    # layer by layer, weight then bias: depth 1 draws what the 2-layer MLP always drew
+    one = MLPEncoder(5, 3, 2, generator=torch_gen(4), dtype=torch.float64)
+    deep = MLPEncoder(5, 3, 2, depth=3, generator=torch_gen(4), dtype=torch.float64)
+    assert torch.equal(one.weights[0], deep.weights[0]) and torch.equal(one.biases[0], deep.biases[0])
+    with pytest.raises(ValueError, match="depth"):
+        MLPEncoder(5, 3, 2, depth=0)
 
 
 def test_linear_init_bounds_follow_fan_in(torch_gen):
@@ -92,7 +115,8 @@ def test_noise_goes_to_features_for_free_and_to_inputs_otherwise(torch_gen):
 def test_build_model_from_config_and_determinism(torch_gen):
     cfg = RunConfig(encoder="mlp", num_classes=5, input_dim=7, hidden=11, dtype="float64")
     m1, m2 = build_model(cfg, torch_gen(0)), build_model(cfg, torch_gen(0))
-    assert m1.backbone.w2.shape == (11, 4)  # d defaults to C - 1
+    assert m1.backbone.weights[1].shape == (11, 4)  # d defaults to C - 1
+    assert build_model(cfg.replace(depth=3), torch_gen(0)).backbone.depth == 3
     for a, b in zip(m1.parameters(), m2.parameters()):
         assert torch.equal(a, b)
     free = build_model(cfg.replace(encoder="free", d=6), torch_gen(0))
@@ -111,6 +135,7 @@ def test_stacked_model_equals_single_models(encoder, dtype, torch_gen):
         n_per_class=3,
         input_dim=6,
         hidden=8,
+        depth=2,
         normalization="ball",
         dtype="float64" if dtype == torch.float64 else "float32",
     )
@@ -130,6 +155,14 @@ def test_stacked_model_equals_single_models(encoder, dtype, torch_gen):
         for r in range(R):
             ref = models[r](inputs[r], None if nz is None else nz[r])
             np.testing.assert_allclose(out[r].detach().numpy(), ref.detach().numpy(), atol=tol)
+            one = st.run(r, inputs[r], None if nz is None else nz[r])
+            np.testing.assert_allclose(one.detach().numpy(), ref.detach().numpy(), atol=tol)
+    # run_state is run r's state_dict of the single model
+    for r in range(R):
+        single = build_model(cfg, torch_gen(99))
+        single.load_state_dict(st.run_state(r))
+        for a, b in zip(single.parameters(), models[r].parameters()):
+            assert torch.equal(a, b)
     # Parameters are copies: training the stack leaves the single models untouched.
     before = [p.detach().clone() for p in models[0].parameters()]
     st(inputs).sum().backward()

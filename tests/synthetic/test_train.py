@@ -381,7 +381,7 @@ def test_hscl_sphere_moves_toward_neural_collapse(C, n, epochs):
     assert last["etf_mean"] < 0.25 * first["etf_mean"]
     assert last["within_class_variation"] < 0.25 * first["within_class_variation"]
     assert last["etf_mean"] < 0.05 and last["within_class_variation"] < 0.1
-    assert 0 <= last["gap_to_optimum"] < 0.05
+    assert -1e-6 <= last["gap_to_optimum"] < 0.05  # float32 rounding may dip below L* by ~1e-8
 
 
 def test_record_means_decodes_to_recorded_geometry():
@@ -418,14 +418,14 @@ def test_config_columns_and_no_test_set():
 
 
 def test_non_finite_loss_raises(monkeypatch):
-    import synthetic.train as train_mod
+    import synthetic.engine as engine_mod
 
-    real = train_mod._batch_loss
+    real = engine_mod.step_losses
 
     def poisoned(*args, **kwargs):
         return real(*args, **kwargs) * float("nan")
 
-    monkeypatch.setattr(train_mod, "_batch_loss", poisoned)
+    monkeypatch.setattr(engine_mod, "step_losses", poisoned)
     with pytest.raises(FloatingPointError, match="non-finite"):
         train_run(RunConfig(method="SCL", **TINY))
 
