@@ -27,6 +27,9 @@ Grid files (stdlib ``tomllib``; examples in ``synthetic/grids/``)::
     # picks the method inside each family (SCL/HSCL or UCL/HUCL): beta = 0 -> SCL/UCL,
     # beta > 0 -> HSCL/HUCL; e.g. axes method = ["SCL"], beta = [0, 2, 5] gives SCL, HSCL, HSCL.
 
+    [claim]                          # the verdict criteria of the grid's claim (read by
+    id = "S1"                        #   synthetic.claims; declared before the runs)
+
     [scale.paper.base]               # a named scale ("profile"): base and axes entries replace
     epochs = 400                     #   the default ones key by key; a [[scale.paper.group]]
     [scale.paper.axes]               #   list replaces all groups.
@@ -103,7 +106,7 @@ def parse_grid(spec: Mapping, *, source: str = "<grid>") -> dict:
     """
     if not isinstance(spec, Mapping):
         raise ValueError(f"grid {source} must be a mapping, got {type(spec).__name__}")
-    unknown = set(spec) - {"sweep", "scale"}
+    unknown = set(spec) - {"sweep", "scale", "claim"}
     if unknown:
         raise ValueError(f"grid {source}: unknown top-level tables {sorted(unknown)}")
     sweep = _check_table(spec.get("sweep"), f"grid {source}: [sweep]")
@@ -128,6 +131,8 @@ def parse_grid(spec: Mapping, *, source: str = "<grid>") -> dict:
         },
         "groups": [],
         "scales": {},
+        # the verdict criteria of the grid's claim, declared before the runs (synthetic.claims)
+        "criteria": _check_table(spec.get("claim"), f"grid {source}: [claim]"),
     }
     if not isinstance(out["auto_hard"], bool):
         raise ValueError(f"grid {source}: sweep.auto_hard must be true or false, got {out['auto_hard']!r}")
