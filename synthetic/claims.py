@@ -1,359 +1,464 @@
-"""Claim judges of the synthetic study: S1-S4 and R5 (spec/hcl.md §4, §5.7).
+"""Claims of the synthetic study as ``theory.claims.Claim`` records: S1, S2, S3, S4, R4, R5.
 
-:data:`CLAIMS` maps each claim id to its statement and the grid folder it reads; the thresholds
-(:data:`NC_ETF_TOL`, :data:`NC_WCV_TOL`, :data:`DC_SPECTRUM_TOL`) are declared here, before the
-runs. :func:`claim_details` gives the per-setting evidence, :func:`evaluate_claims` one verdict
-per claim and grid folder (a DataFrame).
+Each claim is judged from the runs of its grid (:data:`CLAIM_GRIDS`) with the criteria declared in
+that grid file's ``[claim]`` table before the runs (:func:`criteria`; never tuned afterwards).
+:func:`judge` returns one record per claim and stored grid scale (``NOT RUN`` with the command
+that produces the results where none is stored): verdict, headline evidence as numbers with
+their seed spread, one sub-check per setting, the setting, the exact command and the criterion
+text. :func:`evaluate_claims` is the DataFrame view of ``python -m synthetic claims`` (one row per
+record, every number in ``measured``); :func:`claim_details` the per-setting table.
+
+A *run summary* (:func:`run_summary`) has one row per run: its config columns, its final-epoch
+metrics and, prefixed ``init_``, the same metrics at epoch 0 (the initialisation, or the source
+state of a near-NC run); the judges aggregate it over seeds (:func:`aggregate`: ``<m>_mean``,
+``<m>_std`` with ddof = 1, ``n_seeds``).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+import tomllib
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from synthetic.results import EPOCH, RUN_KEY, final_epoch
-from synthetic.summary import format_mean_std, summarize
+from synthetic.results import EPOCH, GRID, RUN_KEY, config_columns
+from synthetic.summary import format_mean_std
+from theory import claims as records
 
 __all__ = [
+    "CLAIM_GRIDS",
     "CLAIMS",
-    "NC_ETF_TOL",
-    "NC_WCV_TOL",
-    "DC_SPECTRUM_TOL",
-    "claim_details",
+    "SUMMARY_METRICS",
+    "criteria",
+    "command",
+    "run_summary",
+    "aggregate",
+    "judge",
+    "to_frame",
+    "format_records",
     "evaluate_claims",
+    "claim_details",
 ]
 
-#: NC is declared when the final-epoch seed mean of ``etf_mean`` (paper condition P3: mean
-#: |cos + 1/(C-1)| over class pairs; 0 at a simplex ETF, about 0.3 for random features and 0.24
-#: for the authors' SCL run in DC) is below this ...
-NC_ETF_TOL = 0.05
-#: ... and the seed mean of ``within_class_variation`` (P5: mean distance to the class mean, for
-#: features of norm <= 1; about 0.9 at a random initialisation) is below this. Mini-batch Adam at
-#: a constant learning rate leaves a floor of a few hundredths, hence 0.1 rather than ~0.
-NC_WCV_TOL = 0.1
-#: Dimensional collapse of a run: ``spectrum_min`` = log(sigma_min / sigma_max) of the class-mean
-#: covariance (0 at an ETF) below log(1e-4), i.e. the smallest direction of the centred class
-#: means has under 1 % of the amplitude of the largest: numerically a lower-dimensional subspace.
-DC_SPECTRUM_TOL = math.log(1e-4)
-
-CLAIMS = {
-    "S1": ("With ball or sphere normalisation, SCL and HSCL reach NC for every beta.", "s1_scl_hscl_nc"),
-    "S2": ("UCL reaches NC with label positives, not with additive-noise positives.", "s2_ucl_positives"),
-    "S3": ("HUCL does not reach NC; its ETF deviation grows with beta.", "s3_hucl_beta"),
-    "S4": ("Without normalisation, random and hard negatives end in DC, not NC.", "s4_no_normalisation"),
-    "R5": (
-        "NC is reached for batch sizes 64-512; batch size 32 hinders NC with many classes.",
-        "r5_batch_size",
-    ),
+#: The grid of each synthetic claim, in report order.
+CLAIM_GRIDS = {
+    "S1": "s1_scl_hscl_nc",
+    "S2": "s2_ucl_positives",
+    "S3": "s3_hucl_beta",
+    "S4": "s4_no_normalisation",
+    "R4": "r4_near_nc",
+    "R5": "r5_batch_size",
+}
+#: ``{claim: (statement, grid)}`` (statements from the catalogue of ``theory.claims``).
+CLAIMS = {cid: (records.statement(cid), grid) for cid, grid in CLAIM_GRIDS.items()}
+#: Metrics carried by a run summary (final epoch; ``init_<m>`` at epoch 0), when present.
+SUMMARY_METRICS = (
+    "etf_mean",
+    "within_class_variation",
+    "unit_norm",
+    "zero_sum",
+    "rank_1e-2",
+    "rank_1e-4",
+    "effective_rank",
+    "spectrum_min",
+    "mean_norm",
+    "collision",
+    "collision_nc",
+    "loss",
+    "gap_to_optimum",
+    "ncm_acc",
+    "train_ncm_acc",
+    "steps",
+)
+_FIGURES = {
+    "S1": ("spectrum_scl", "conditions_scl", "vs_beta_scl", "within_class_scl", "normalization_scl"),
+    "S2": ("ucl_positives", "conditions_ucl"),
+    "S3": ("vs_beta_ucl", "conditions_ucl", "spectrum_ucl", "hucl_at_nc"),
+    "S4": ("normalization_scl", "spectrum_scl", "normalization_ucl"),
+    "R4": ("near_nc_init",),
+    "R5": ("batch_size",),
 }
 
 
-def _col(df: pd.DataFrame, name: str, default: Any = None) -> pd.Series:
-    return df[name] if name in df.columns else pd.Series([default] * len(df), index=df.index)
+def criteria(claim_id: str) -> dict[str, Any]:
+    """The ``[claim]`` table of the claim's shipped grid file (thresholds and verdict texts).
+
+    Raises:
+        ValueError: unknown claim id, or a grid file without a ``[claim]`` table for it.
+    """
+    if claim_id not in CLAIM_GRIDS:
+        raise ValueError(f"claim_id must be one of {list(CLAIM_GRIDS)}, got {claim_id!r}")
+    from synthetic.grids import grid_files
+
+    path = grid_files()[CLAIM_GRIDS[claim_id]]
+    table = tomllib.loads(path.read_text(encoding="utf-8")).get("claim", {})
+    if table.get("id") != claim_id:
+        raise ValueError(f"grid {path} has no [claim] table for {claim_id}")
+    return dict(table)
 
 
-def _matches_grid(grid: str, name: str) -> bool:
-    """True for a claim grid's folder ``name`` or a scaled one ``name-<scale>``."""
-    return grid == name or grid.startswith(name + "-")
+def criterion_text(crit: dict[str, Any]) -> str:
+    """The verdict rule of a ``[claim]`` table as one paragraph (the record's ``criterion``)."""
+    parts = []
+    for key in ("nc", "dc", "grows", "hindered", "premise"):
+        if key in crit:
+            parts.append(str(crit[key]))
+    for key, name in (("reproduced", "REPRODUCED"), ("partly", "PARTLY"), ("not_reproduced", "NOT REPRODUCED")):
+        if key in crit:
+            parts.append(f"{name}: {crit[key]}")
+    for key in ("versus_r2", "abstract", "collision"):
+        if key in crit:
+            parts.append(f"Also: {crit[key]}")
+    if "aggregation" in crit:
+        parts.append(f"Aggregation: {crit['aggregation']}")
+    return ". ".join(p.rstrip(".") for p in parts) + "."
 
 
-def _claim_grids(table: pd.DataFrame, claim: str) -> list:
-    """The grid folders of ``claim`` in the table (default scale first), or [None] without a grid column."""
-    if "grid" not in table.columns:
-        return [None]
-    name = CLAIMS[claim][1]
-    grids = [g for g in dict.fromkeys(table["grid"].astype(str)) if _matches_grid(g, name)]
-    return sorted(grids, key=lambda g: (g != name, g))
+def command(claim_id: str, *, results: str = "results", scale: str = "default") -> str:
+    """The exact command that produces and judges ``claim_id`` at ``scale``."""
+    grid = CLAIM_GRIDS[claim_id]
+    sc = "" if scale == "default" else f" --scale {scale}"
+    return f"python -m synthetic sweep {grid}{sc} --results {results} && python -m synthetic claims {results}"
 
 
-def _claim_rows(table: pd.DataFrame, claim: str, grid: str | None = None) -> pd.DataFrame:
-    if "grid" in table.columns:  # grid folders: each claim reads its own grid's runs (any scale)
-        name = CLAIMS[claim][1]
-        g = table["grid"].astype(str)
-        return table[g == grid] if grid is not None else table[[_matches_grid(x, name) for x in g]]
-    method, norm = _col(table, "method"), _col(table, "normalization")
-    if claim == "S1":
-        sel = method.isin(["SCL", "HSCL"]) & norm.isin(["ball", "sphere"])
-    elif claim == "S2":
-        sel = (method == "UCL") & norm.isin(["ball", "sphere"])
-    elif claim == "S3":
-        sel = (
-            method.isin(["UCL", "HUCL"])
-            & norm.isin(["ball", "sphere"])
-            & (_col(table, "positives", "label") == "label")
+# ------------------------------------------------------------------------------ summaries
+
+
+def run_summary(rows: pd.DataFrame) -> pd.DataFrame:
+    """One row per run: config columns, final-epoch metrics, and ``init_<m>`` at epoch 0.
+
+    Runs are told apart by ``(grid, run_key)`` when there is a ``grid`` column.
+    """
+    if not isinstance(rows, pd.DataFrame) or RUN_KEY not in rows or EPOCH not in rows:
+        raise ValueError("rows must be a tidy results table with run_key and epoch columns")
+    by = [GRID, RUN_KEY] if GRID in rows.columns else [RUN_KEY]
+    order = rows.sort_values(by + [EPOCH], kind="mergesort")
+    last = order.groupby(by, sort=False).tail(1).set_index(by)
+    first = order.groupby(by, sort=False).head(1).set_index(by)
+    metrics = [m for m in SUMMARY_METRICS if m in rows.columns]
+    cfg = [c for c in config_columns(rows) if c in rows.columns]
+    out = last[cfg + metrics].copy()
+    for m in metrics:
+        out[f"init_{m}"] = first[m]
+    out["final_epoch"] = last[EPOCH]
+    return out.reset_index()
+
+
+def aggregate(runs: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
+    """Seed mean and sample std (ddof = 1) of every numeric metric of a run summary, per ``by``."""
+    values = [c for c in runs.columns if c.startswith("init_") or c in SUMMARY_METRICS]
+    rows = []
+    groups = runs.groupby(list(by), sort=False, dropna=False) if by else [((), runs)]
+    for key, g in groups:
+        key = key if isinstance(key, tuple) else (key,)
+        row: dict[str, Any] = dict(zip(by, key, strict=True))
+        row["n_seeds"] = int(len(g))
+        for m in values:
+            v = pd.to_numeric(g[m], errors="coerce").to_numpy(dtype=float)
+            row[f"{m}_mean"] = float(np.mean(v)) if len(v) else math.nan
+            row[f"{m}_std"] = float(np.std(v, ddof=1)) if len(v) > 1 else math.nan
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def varying(runs: pd.DataFrame, exclude: Sequence[str] = ()) -> list[str]:
+    """Config columns that vary across ``runs`` (other than ``seed`` and ``exclude``)."""
+    cfg = [c for c in config_columns(runs) if c in runs.columns] if RUN_KEY in runs.columns else []
+    if not cfg:
+        cfg = [c for c in runs.columns if not (c in SUMMARY_METRICS or c.startswith("init_") or c == "final_epoch")]
+        cfg = [c for c in cfg if c not in (RUN_KEY, GRID)]
+    skip = {"seed", RUN_KEY, GRID, *exclude}
+    return [c for c in cfg if c not in skip and runs[c].astype(str).nunique(dropna=False) > 1]
+
+
+#: Order of the columns in a setting label; columns not listed follow in their own order.
+_LABEL_ORDER = (
+    "num_classes",
+    "encoder",
+    "hidden",
+    "depth",
+    "separation",
+    "sigma",
+    "batch_size",
+    "normalization",
+    "estimator",
+    "positives",
+    "epochs",
+    "max_steps",
+    "lr",
+)
+#: Columns never shown in a label: derived (d = C - 1 by default) or bookkeeping.
+_LABEL_SKIP = ("d", "eval_every", "record_means")
+
+
+def label(row: pd.Series | dict, cols: Sequence[str]) -> str:
+    """``"num_classes=50, encoder=mlp, ..."`` of the columns ``cols`` of a row.
+
+    Columns in a fixed reading order; ``hidden`` / ``depth`` only for MLPs, the inputs' fields not
+    for free features, ``d`` and ``eval_every`` never.
+    """
+    get = row.get if isinstance(row, dict) else row.get
+    enc = get("encoder", None)
+    shown = [c for c in cols if c not in _LABEL_SKIP]
+    if enc is not None and enc != "mlp":
+        shown = [c for c in shown if c not in ("hidden", "depth")]
+    if enc == "free":
+        shown = [c for c in shown if c not in ("separation", "sigma", "input_dim", "centres")]
+    rank = {c: i for i, c in enumerate(_LABEL_ORDER)}
+    shown = sorted(shown, key=lambda c: (rank.get(c, len(rank)), list(cols).index(c)))
+    parts = []
+    for c in shown:
+        v = row[c]
+        if isinstance(v, float) and math.isnan(v):
+            continue
+        if isinstance(v, (float, np.floating)):
+            parts.append(f"{c}={float(v):g}")
+        else:
+            parts.append(f"{c}={v}")
+    return ", ".join(parts) or "all"
+
+
+def evidence(row: pd.Series, metric: str, text: str | None = None, prefix: str = "") -> records.Evidence:
+    """The seed mean ± std of ``metric`` in an aggregated row, as an Evidence."""
+    mean = float(row.get(f"{metric}_mean", math.nan))
+    sd = row.get(f"{metric}_std", math.nan)
+    n = int(row.get("n_seeds", 0)) or None
+    name = f"{prefix}{text or metric}"
+    if sd is None or not math.isfinite(float(sd)):
+        return records.Evidence(name, mean, n=n)
+    return records.Evidence(name, mean, float(sd), "std", n=n)
+
+
+def mean_std(row: pd.Series, metric: str) -> str:
+    """``"0.123 ± 0.004"`` of an aggregated row."""
+    return format_mean_std(float(row.get(f"{metric}_mean", math.nan)), float(row.get(f"{metric}_std", math.nan)))
+
+
+def is_nc(row: pd.Series, crit: dict[str, Any]) -> bool:
+    """NC of an aggregated row: seed means ``etf_mean < nc_etf`` and ``wcv < nc_wcv``."""
+    return bool(
+        row["etf_mean_mean"] < float(crit["nc_etf"]) and row["within_class_variation_mean"] < float(crit["nc_wcv"])
+    )
+
+
+def rank_column(t: float) -> str:
+    """The numerical-rank column of threshold ``t`` (``rank_1e-2`` for 0.01)."""
+    return f"rank_{t:.0e}".replace("e-0", "e-")
+
+
+def available(runs: pd.DataFrame, t: float) -> pd.Series:
+    """Per run, ``min(r_t at epoch 0, C - 1)``: the class-mean dimensions available to lose."""
+    col = f"init_{rank_column(t)}"
+    return np.minimum(pd.to_numeric(runs[col], errors="coerce"), runs["num_classes"].astype(float) - 1)
+
+
+def with_available(runs: pd.DataFrame, thresholds: Sequence[float]) -> pd.DataFrame:
+    """The run summary with ``avail_<rank column>`` columns (see :func:`available`)."""
+    out = runs.copy()
+    for t in thresholds:
+        if f"init_{rank_column(t)}" in out.columns:
+            out[f"init_avail_{rank_column(t)}"] = available(out, t)
+    return out
+
+
+def is_dc(row: pd.Series, t: float, crit: dict[str, Any]) -> bool | None:
+    """DC at threshold t of an aggregated row (None without rank columns), see the grid files."""
+    col = rank_column(t)
+    if f"{col}_mean" not in row.index or f"init_avail_{col}_mean" not in row.index:
+        return None
+    final, avail = float(row[f"{col}_mean"]), float(row[f"init_avail_{col}_mean"])
+    if not (math.isfinite(final) and math.isfinite(avail)):
+        return None
+    return bool(final <= float(crit["dc_fraction"]) * avail)
+
+
+# ------------------------------------------------------------------------------ records
+
+
+def _grids_of(table: pd.DataFrame, grid: str) -> list[str]:
+    if GRID not in table.columns:
+        return []
+    names = [g for g in dict.fromkeys(table[GRID].astype(str)) if g == grid or g.startswith(grid + "-")]
+    return sorted(names, key=lambda g: (g != grid, g))
+
+
+def _scale(folder: str, grid: str) -> str:
+    return folder[len(grid) + 1 :] if folder.startswith(grid + "-") else "default"
+
+
+def setting_of(runs: pd.DataFrame, folder: str, scale: str) -> dict[str, str]:
+    """The ``setting`` of a record: data, encoder, normalisation, batch size, C, ..., scale."""
+
+    def vals(c: str) -> str:
+        if c not in runs.columns:
+            return ""
+        v = list(dict.fromkeys(runs[c].astype(str)))
+        return ", ".join("full" if c == "batch_size" and x == "0" else x for x in v)
+
+    enc = vals("encoder")
+    data = "free features (one learnable vector per sample)" if enc == "free" else "Gaussian mixture"
+    if "separation" in runs.columns and enc != "free":
+        data += f" (separation {vals('separation')}, sigma {vals('sigma')}, D {vals('input_dim')})"
+    out = {"data": data, "grid": folder, "scale": scale}
+    for c, name in (
+        ("num_classes", "C"),
+        ("encoder", "encoder"),
+        ("hidden", "MLP width"),
+        ("depth", "MLP depth"),
+        ("normalization", "normalisation"),
+        ("batch_size", "batch size"),
+        ("estimator", "estimator"),
+        ("epochs", "epochs"),
+        ("max_steps", "steps"),
+        ("init", "init"),
+        ("positives", "positives"),
+    ):
+        v = vals(c)
+        if v and not (c == "max_steps" and v == "0"):
+            out[name] = v
+    if "seed" in runs.columns:
+        out["seeds"] = str(runs["seed"].nunique())
+    return out
+
+
+def judge(table: pd.DataFrame, *, results: str = "results", scale: str = "default") -> list[records.Claim]:
+    """Records of S1, S2, S3, S4, R4, R5 from a table of grid folders (a ``grid`` column).
+
+    Args:
+        table: synthetic results with a ``grid`` column (``synthetic.results.load_results``).
+        results: the results folder named in the commands.
+        scale: the scale whose records come first and whose command a NOT RUN record carries.
+
+    Returns:
+        One record per claim and stored grid folder (each scale apart), in
+        :data:`CLAIM_GRIDS` order; a NOT RUN record (with the command) for a claim without runs.
+    """
+    from synthetic.judges import JUDGES
+
+    if not isinstance(table, pd.DataFrame):
+        raise ValueError(f"table must be a DataFrame, got {type(table).__name__}")
+    out: list[records.Claim] = []
+    for cid, grid in CLAIM_GRIDS.items():
+        crit = criteria(cid)
+        folders = _grids_of(table, grid) if len(table) else []
+        found = []
+        for folder in folders:
+            rows = table[table[GRID].astype(str) == folder]
+            if len(rows) == 0:
+                continue
+            sc = _scale(folder, grid)
+            runs = run_summary(rows)
+            verdict, ev, subs, notes = JUDGES[cid](runs, crit)
+            rec = records.Claim(
+                cid,
+                verdict,
+                tuple(ev),
+                tuple(subs),
+                setting=setting_of(runs, folder, sc),
+                command=command(cid, results=results, scale=sc),
+                criterion=criterion_text(crit),
+                figures=_FIGURES[cid],
+                notes=notes,
+            )
+            found.append((sc != scale, rec))
+        if not found:
+            out.append(
+                records.not_run(
+                    cid,
+                    command(cid, results=results, scale=scale),
+                    criterion=criterion_text(crit),
+                    notes=f"no stored runs of grid {grid}",
+                )
+            )
+        out += [r for _, r in sorted(found, key=lambda x: x[0])]
+    return out
+
+
+def to_frame(claims: Sequence[records.Claim], *, subchecks: bool = False) -> pd.DataFrame:
+    """``theory.claims.to_frame`` of the records (one row per claim, or per sub-check)."""
+    return records.to_frame(claims, subchecks=subchecks)
+
+
+def format_records(claims: Sequence[records.Claim]) -> str:
+    """Every record as text: verdict, evidence, sub-checks with all their numbers, notes."""
+    lines = []
+    for c in claims:
+        where = c.setting.get("grid", "")
+        lines.append(f"{c.id} [{where}]: {c.verdict.value}  ({c.instances} runs)" if where else f"{c.id}: {c.verdict.value}")
+        lines.append(f"  {c.statement}")
+        for e in c.evidence:
+            lines.append(f"  - {e.text()}")
+        for s in c.subchecks:
+            lines.append(f"  * {s.verdict.value}: {s.what}")
+            for e in s.evidence:
+                lines.append(f"      {e.text()}")
+            if s.note:
+                lines.append(f"      ({s.note})")
+        if c.notes:
+            lines.append(f"  note: {c.notes}")
+        lines.append(f"  command: {c.command}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+_OLD_VERDICTS = {
+    "REPRODUCED": "reproduced",
+    "PARTLY": "partly reproduced",
+    "NOT REPRODUCED": "not reproduced",
+    "NOT RUN": "no data",
+}
+
+
+def evaluate_claims(table: pd.DataFrame, **kwargs: Any) -> pd.DataFrame:
+    """The DataFrame view of :func:`judge` (``python -m synthetic claims``).
+
+    Returns:
+        One row per record: ``claim``, ``grid`` (the grid folder, "" for NOT RUN),
+        ``statement``, ``n_runs``, ``measured`` (evidence, every sub-check with its numbers, and
+        the notes, as text), ``verdict`` (``reproduced`` / ``partly reproduced`` /
+        ``not reproduced`` / ``no data``), ``record_verdict`` (the record's own value).
+    """
+    rows = []
+    for c in judge(table, **kwargs):
+        text = format_records([c]).split("\n", 2)[2] if c.evidence or c.subchecks else c.notes
+        rows.append(
+            dict(
+                claim=c.id,
+                grid=c.setting.get("grid", ""),
+                statement=c.statement,
+                n_runs=c.instances,
+                measured=text.strip(),
+                verdict=_OLD_VERDICTS[c.verdict.value],
+                record_verdict=c.verdict.value,
+            )
         )
-    elif claim == "S4":
-        sel = norm == "none"
-    else:
-        sel = pd.Series(False, index=table.index)
-    return table[sel]
-
-
-def _class_mean_rank(last: pd.DataFrame) -> pd.Series | None:
-    if "effective_rank" in last.columns:
-        return pd.to_numeric(last["effective_rank"], errors="coerce")
-    return None
-
-
-def _is_nc(row: pd.Series) -> bool:
-    return bool(row["etf_mean_mean"] < NC_ETF_TOL and row["within_class_variation_mean"] < NC_WCV_TOL)
+    return pd.DataFrame(rows)
 
 
 def claim_details(table: pd.DataFrame) -> pd.DataFrame:
-    """Per-setting evidence for each claim: seed-aggregated final metrics and an NC flag.
+    """Per-setting evidence of every claim: seed-aggregated run summaries and the NC / DC flags.
 
     Returns:
-        One row per (claim, grid folder, config without seed): ``claim``, ``grid`` (when the
-        table has a grid column; each scale of a claim grid is kept apart), the varying config
-        columns, ``n_seeds``, metric means/stds, and ``nc`` (etf_mean and within_class_variation
-        seed means below :data:`NC_ETF_TOL` / :data:`NC_WCV_TOL`).
+        One row per (claim, grid folder, config without seed): ``claim``, ``grid``, the varying
+        config columns, ``n_seeds``, ``<m>_mean`` / ``<m>_std`` (final epoch and ``init_``
+        epoch 0), ``nc`` and, where ranks are recorded, ``dc_<rank column>``.
     """
     if not isinstance(table, pd.DataFrame):
         raise ValueError(f"table must be a DataFrame, got {type(table).__name__}")
     out = []
-    for claim in CLAIMS:
-        if len(table) == 0:
-            continue
-        for grid in _claim_grids(table, claim):
-            rows = _claim_rows(table, claim, grid)
-            if len(rows) == 0:
-                continue
-            s = summarize(rows.drop(columns=["grid"], errors="ignore"))
-            for m in ("etf_mean", "within_class_variation"):
-                if f"{m}_mean" not in s.columns:
-                    raise ValueError(f"table lacks the metric {m!r} needed to judge claim {claim}")
-            if grid is not None:
-                s.insert(0, "grid", grid)
-            s.insert(0, "claim", claim)
-            s["nc"] = [_is_nc(r) for _, r in s.iterrows()]
-            out.append(s)
+    for cid, grid in CLAIM_GRIDS.items():
+        crit = criteria(cid)
+        thresholds = [float(t) for t in crit.get("rank_thresholds", (1e-2, 1e-4))]
+        for folder in _grids_of(table, grid) if len(table) else []:
+            runs = with_available(run_summary(table[table[GRID].astype(str) == folder]), thresholds)
+            agg = aggregate(runs, varying(runs))
+            agg.insert(0, "grid", folder)
+            agg.insert(0, "claim", cid)
+            agg["nc"] = [is_nc(r, crit) for _, r in agg.iterrows()]
+            for t in thresholds:
+                agg[f"dc_{rank_column(t)}"] = [is_dc(r, t, crit) for _, r in agg.iterrows()]
+            out.append(agg)
     return pd.concat(out, ignore_index=True, sort=False) if out else pd.DataFrame()
-
-
-def _fmt_setting(row: pd.Series, cols: Sequence[str]) -> str:
-    parts = []
-    for c in cols:
-        if c in row.index and not (isinstance(row[c], float) and math.isnan(row[c])):
-            v = row[c]
-            parts.append(f"{c}={v:g}" if isinstance(v, (float, np.floating)) else f"{c}={v}")
-    return ",".join(parts)
-
-
-def _metric_str(row: pd.Series, m: str) -> str:
-    return format_mean_std(row.get(f"{m}_mean", float("nan")), row.get(f"{m}_std", float("nan")))
-
-
-def evaluate_claims(table: pd.DataFrame) -> pd.DataFrame:
-    """Judge claims S1-S4 and R5 (spec/hcl.md §4, §5.7) from a results table.
-
-    Criteria (final epoch, seed means; thresholds are module constants):
-      * NC = ``etf_mean`` < NC_ETF_TOL and ``within_class_variation`` < NC_WCV_TOL.
-      * S1: every SCL/HSCL setting with ball/sphere normalisation is NC.
-      * S2: every UCL label-positive setting is NC and every noise-positive setting is not.
-      * S3: judged per setting (config without method/beta, e.g. encoder x normalisation)
-        over its HUCL betas (beta > 0): the ETF deviation grows (Spearman correlation between
-        beta and the seed-mean ``etf_mean`` > 0.5 and etf_mean at the largest beta above that
-        at the smallest by more than 2 pooled seed stds) and no HUCL setting is NC.
-      * S4: no setting without normalisation is NC, and every run is dimensionally collapsed:
-        ``spectrum_min`` < DC_SPECTRUM_TOL (the value at initialisation is reported alongside).
-      * R5: every batch size >= 64 is NC and batch size 32 is not (or has etf_mean above every
-        larger batch size by 2 seed stds).
-
-    Runs are taken from the claim's grid folder (``grid`` column equal to the grid name, or the
-    name plus ``-<scale>``); each scale found is judged apart. Without a ``grid`` column runs
-    are selected by method/normalisation (S1-S4; R5 then has no data).
-
-    Returns:
-        One row per claim and grid folder (default scale first; one "no data" row for a claim
-        without runs): ``claim``, ``grid`` ("" without a grid column), ``statement``,
-        ``n_runs``, ``measured`` (numbers with seed spread), ``verdict`` ("reproduced",
-        "not reproduced", "partly reproduced" or "no data").
-    """
-    if not isinstance(table, pd.DataFrame):
-        raise ValueError(f"table must be a DataFrame, got {type(table).__name__}")
-    details = claim_details(table) if len(table) else pd.DataFrame()
-    rows = []
-    for claim, (statement, _grid) in CLAIMS.items():
-        d_claim = details[details["claim"] == claim] if len(details) else details
-        if len(d_claim) == 0:
-            rows.append(
-                dict(claim=claim, grid="", statement=statement, n_runs=0, measured="", verdict="no data")
-            )
-            continue
-        for grid in _claim_grids(table, claim):
-            d = d_claim if grid is None else d_claim[d_claim["grid"] == grid]
-            if len(d) == 0:
-                continue
-            sel = _claim_rows(table, claim, grid)
-            d = d.drop(columns=["grid"], errors="ignore")
-            empty = [c for c in _setting_cols(d) if d[c].isna().all()]  # other grids' columns
-            d = d.drop(columns=empty)
-            verdict, measured = _JUDGES[claim](d, sel)
-            rows.append(
-                dict(
-                    claim=claim,
-                    grid=grid or "",
-                    statement=statement,
-                    n_runs=int(sel[RUN_KEY].nunique()),
-                    measured=measured,
-                    verdict=verdict,
-                )
-            )
-    return pd.DataFrame(rows)
-
-
-def _setting_cols(d: pd.DataFrame) -> list[str]:
-    skip = {"claim", "n_seeds", "nc"}
-    return [c for c in d.columns if c not in skip and not c.endswith("_mean") and not c.endswith("_std")]
-
-
-def _listing(d: pd.DataFrame, metrics: Sequence[str] = ("etf_mean", "within_class_variation")) -> str:
-    cols = _setting_cols(d)
-    parts = []
-    for _, r in d.iterrows():
-        vals = " ".join(f"{m}={_metric_str(r, m)}" for m in metrics if f"{m}_mean" in r.index)
-        parts.append(f"[{_fmt_setting(r, cols)}] {vals} (n={r['n_seeds']})")
-    return "; ".join(parts)
-
-
-def _judge_s1(d: pd.DataFrame, rows: pd.DataFrame) -> tuple[str, str]:
-    ok = d["nc"].to_numpy(dtype=bool)
-    verdict = "reproduced" if ok.all() else ("not reproduced" if not ok.any() else "partly reproduced")
-    return verdict, f"{int(ok.sum())}/{len(ok)} settings NC. " + _listing(d)
-
-
-def _judge_s2(d: pd.DataFrame, rows: pd.DataFrame) -> tuple[str, str]:
-    if "positives" not in d.columns:
-        return "no data", "needs both label and noise positives. " + _listing(d)
-    lab = d[d["positives"] == "label"]
-    noi = d[d["positives"] == "noise"]
-    if len(lab) == 0 or len(noi) == 0:
-        return "no data", "needs both label and noise positives. " + _listing(d)
-    a, b = bool(lab["nc"].all()), bool((~noi["nc"]).all())
-    verdict = "reproduced" if a and b else ("partly reproduced" if a or b else "not reproduced")
-    return verdict, f"label NC: {a}; noise not NC: {b}. " + _listing(d)
-
-
-def _pooled_std(values: Iterable[float]) -> float:
-    v = [x for x in values if math.isfinite(x)]
-    return float(np.sqrt(np.mean(np.square(v)))) if v else 0.0
-
-
-def _judge_s3(d: pd.DataFrame, rows: pd.DataFrame) -> tuple[str, str]:
-    """S3 per setting (config without method/beta, e.g. encoder x normalisation), HUCL = beta > 0.
-
-    A setting *grows* when, over its HUCL betas, Spearman rho(beta, etf_mean seed mean) > 0.5
-    and etf_mean at its largest beta exceeds that at its smallest by more than 2 pooled seed
-    stds (two betas: rho is the sign of the difference). Verdict: "reproduced" when every
-    setting grows and no HUCL setting is NC; "not reproduced" when no setting grows and some
-    HUCL setting is NC; else "partly reproduced".
-    """
-    from scipy.stats import spearmanr
-
-    if "beta" not in d.columns:
-        return "no data", "needs HUCL runs at two or more betas > 0. " + _listing(d)
-    by = [c for c in _setting_cols(d) if c not in ("beta", "method")]
-    groups = list(d.groupby(by, sort=False, dropna=False)) if by else [((), d)]
-    parts, n_grow, n_judged, nc_betas = [], 0, 0, set()
-    for key, g in groups:
-        key = key if isinstance(key, tuple) else (key,)
-        label = _fmt_setting(pd.Series(dict(zip(by, key, strict=True))), by) or "all"
-        g = g.sort_values("beta", kind="mergesort")
-        hucl = g[g["beta"] > 0]
-        nc_here = [float(b) for b in hucl.loc[hucl["nc"].astype(bool), "beta"]]
-        nc_betas.update(nc_here)
-        curve = ", ".join(
-            f"beta={b:g}{' (UCL)' if b == 0 else ''}: {format_mean_std(e, sd)}{' NC' if nc else ''}"
-            for b, e, sd, nc in zip(g["beta"], g["etf_mean_mean"], g["etf_mean_std"], g["nc"], strict=True)
-        )
-        if hucl["beta"].nunique() < 2:
-            parts.append(f"[{label}] {curve}; fewer than two HUCL betas: trend not judged")
-            continue
-        h = hucl.groupby("beta", sort=True).agg(
-            etf=("etf_mean_mean", "mean"), sd=("etf_mean_std", _pooled_std)
-        )
-        betas, etf = h.index.to_numpy(dtype=float), h["etf"].to_numpy(dtype=float)
-        if np.ptp(etf) == 0:
-            rho = 0.0  # flat: no trend (Spearman is undefined for a constant input)
-        elif len(betas) > 2:
-            rho = float(spearmanr(betas, etf).statistic)
-        else:
-            rho = float(np.sign(etf[-1] - etf[0]))
-        grows = bool(rho > 0.5 and etf[-1] - etf[0] > 2 * _pooled_std(h["sd"]))
-        n_judged += 1
-        n_grow += grows
-        nc_txt = ", ".join(f"{b:g}" for b in nc_here) or "none"
-        parts.append(
-            f"[{label}] {curve}; HUCL Spearman rho={rho:.2f}, grows: {grows}; HUCL NC at beta: {nc_txt}"
-        )
-    if n_judged == 0:
-        return "no data", "needs HUCL runs at two or more betas > 0. " + "; ".join(parts)
-    all_grow, no_nc = n_grow == n_judged, not nc_betas
-    if all_grow and no_nc:
-        verdict = "reproduced"
-    elif n_grow == 0 and not no_nc:
-        verdict = "not reproduced"
-    else:
-        verdict = "partly reproduced"
-    head = (
-        f"ETF deviation grows over the HUCL betas in {n_grow}/{n_judged} settings (judged per setting); "
-        f"HUCL (beta > 0) reaches NC at beta: {', '.join(f'{b:g}' for b in sorted(nc_betas)) or 'none'}. "
-    )
-    return verdict, head + " | ".join(parts)
-
-
-def _judge_s4(d: pd.DataFrame, rows: pd.DataFrame) -> tuple[str, str]:
-    no_nc = bool((~d["nc"]).all())
-    last = final_epoch(rows)
-    text = f"no setting NC: {no_nc}. "
-    dc = None
-    if "spectrum_min" in last.columns:
-        spec = pd.to_numeric(last["spectrum_min"], errors="coerce")
-        flags = spec < DC_SPECTRUM_TOL
-        dc = bool(flags.all())
-        first = rows[rows[EPOCH] == rows[EPOCH].min()]
-        init = pd.to_numeric(first["spectrum_min"], errors="coerce")
-        text += (
-            f"class-mean spectrum_min {format_mean_std(float(spec.mean()), float(spec.std(ddof=1)))} over {len(spec)} runs"
-            f" (initialisation {format_mean_std(float(init.mean()), float(init.std(ddof=1)))}; DC below"
-            f" {DC_SPECTRUM_TOL:.2f}): DC in {int(flags.sum())}/{len(spec)} runs. "
-        )
-        rank = _class_mean_rank(last)
-        if rank is not None:
-            text += f"class-mean effective rank {format_mean_std(float(rank.mean()), float(rank.std(ddof=1)))} (ETF: C-1). "
-    metrics = ["etf_mean", "within_class_variation", "spectrum_min", "effective_rank", "mean_norm"]
-    text += _listing(d, [m for m in metrics if f"{m}_mean" in d.columns])
-    if dc is None:
-        verdict = "partly reproduced (no spectrum metric)" if no_nc else "not reproduced"
-    else:
-        verdict = "reproduced" if no_nc and dc else ("partly reproduced" if no_nc or dc else "not reproduced")
-    return verdict, text
-
-
-def _judge_r5(d: pd.DataFrame, rows: pd.DataFrame) -> tuple[str, str]:
-    if "batch_size" not in d.columns or not (d["batch_size"] == 32).any() or not (d["batch_size"] > 32).any():
-        return "no data", "needs batch size 32 and larger ones. " + _listing(d)
-    small = d[d["batch_size"] == 32]
-    large = d[d["batch_size"] >= 64]
-    large_nc = bool(large["nc"].all())
-    worst_large = float(large["etf_mean_mean"].max())
-    margin = 2 * _pooled_std(list(small["etf_mean_std"]) + list(large["etf_mean_std"]))
-    small_worse = bool((~small["nc"]).all() or (small["etf_mean_mean"] > worst_large + margin).all())
-    verdict = (
-        "reproduced"
-        if large_nc and small_worse
-        else ("partly reproduced" if large_nc or small_worse else "not reproduced")
-    )
-    g = d.groupby("batch_size", sort=True)[["etf_mean_mean", "within_class_variation_mean"]].mean()
-    trend = ", ".join(
-        f"b={int(b)}: etf {e:.3g}, wcv {w:.3g}"
-        for b, e, w in zip(g.index, g["etf_mean_mean"], g["within_class_variation_mean"], strict=True)
-    )
-    return verdict, f"b>=64 all NC: {large_nc}; b=32 hindered: {small_worse}. Trend: {trend}. " + _listing(d)
-
-
-_JUDGES = {"S1": _judge_s1, "S2": _judge_s2, "S3": _judge_s3, "S4": _judge_s4, "R5": _judge_r5}

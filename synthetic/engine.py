@@ -78,8 +78,9 @@ __all__ = [
     "train_runs",
 ]
 
-#: ``full_loss`` is computed only when the evaluation batch (N, or 2N for two views) is at most this.
-FULL_LOSS_MAX = 4096
+#: ``full_loss`` is computed only when the evaluation batch (N, or 2N for two views) is at most this
+#: (an ``(N, N)`` program at every recorded epoch: it would cost as much as training for C = 50).
+FULL_LOSS_MAX = 1024
 #: Environment variable naming the folder where source states of ``init="nc"`` runs are kept.
 STATE_DIR_ENV = "SYNTHETIC_STATE_DIR"
 #: Metric columns the engine writes besides :data:`synthetic.results.METRIC_COLUMNS` (then the

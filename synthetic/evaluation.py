@@ -133,21 +133,32 @@ def collision_fraction(z: torch.Tensor, labels: torch.Tensor, beta: float) -> fl
     label positives every anchor has the same number of pairs, so this is also the pair-weighted
     fraction of the loss's negatives. At an exact simplex ETF of balanced classes it is
     ``q(beta) = e^beta / (e^beta + (C-1) e^{-beta/(C-1)})`` (``theory.hcl.collision_probability``).
-    Computed in float64 by log-sum-exp, in chunks of anchors.
+    ``exp(LSE_{same}(beta S_i.) - LSE_{all}(beta S_i.))`` per anchor, in the dtype of ``z`` (at
+    least float32), the all-member log-sum-exp in chunks of anchors, the same-class one per class
+    block; the mean in float64.
 
     Shape:
         ``z`` ``(N, d)``, ``labels`` ``(N,)`` -> float.
     """
-    z = z.detach().to(torch.float64)
-    N = z.shape[0]
-    same_mass = torch.zeros((), dtype=torch.float64)
+    z = z.detach()
+    if z.dtype not in (torch.float32, torch.float64):
+        z = z.to(torch.float32)
+    order = torch.argsort(labels, stable=True)
+    zs, ys = z[order], labels[order]
+    N = zs.shape[0]
+    counts = torch.bincount(ys).tolist()
+    lse_all = torch.empty(N, dtype=zs.dtype, device=zs.device)
     rows = max(1, _COLLISION_ENTRIES // max(N, 1))
     for s in range(0, N, rows):
-        logits = beta * (z[s : s + rows] @ z.T)
-        logq = torch.log_softmax(logits, dim=1)
-        same = labels[s : s + rows, None] == labels[None, :]
-        same_mass += torch.exp(logq.masked_fill(~same, float("-inf"))).sum()
-    return float(same_mass / N)
+        lse_all[s : s + rows] = torch.logsumexp(beta * (zs[s : s + rows] @ zs.T), dim=1)
+    lse_same = torch.empty_like(lse_all)
+    start = 0
+    for n in counts:
+        if n:
+            block = zs[start : start + n]
+            lse_same[start : start + n] = torch.logsumexp(beta * (block @ block.T), dim=1)
+        start += n
+    return float(torch.exp((lse_same - lse_all).to(torch.float64)).mean())
 
 
 def _safe(fn: Any, *args: Any, **kwargs: Any) -> float:

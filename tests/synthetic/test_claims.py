@@ -1,213 +1,280 @@
-"""Tests of synthetic.claims: the verdicts of S1-S4 and R5 on constructed tables and result folders."""
+"""Tests of synthetic.claims / synthetic.judges: every verdict of S1-S4, R4, R5 on hand-made tables."""
 
 from __future__ import annotations
 
-from pathlib import Path
+import math
 
 import pandas as pd
+import pytest
 
-from synthetic import claims, results
+from synthetic import claims
+from synthetic.grids import grid_files, load_grid
+from theory.claims import Claim, Verdict, from_json, to_json
+
+CONFIG = ("method", "beta", "normalization", "encoder", "positives", "batch_size", "num_classes", "init", "seed")
+BASE = dict(
+    method="SCL", beta=0.0, normalization="ball", encoder="mlp", positives="label", batch_size=512,
+    num_classes=50, init="random",
+)
+NC = dict(etf_mean=0.01, within_class_variation=0.02)
+OFF = dict(etf_mean=0.3, within_class_variation=0.4)
 
 
-def _claim_table(grid: str, rows: list[dict]) -> pd.DataFrame:
+def _runs(grid: str, setting: dict, final: dict, init: dict | None = None, seeds: int = 3, jitter: float = 1e-3):
+    """Rows of `seeds` runs: epoch 0 (`init`) and epoch 10 (`final`), metrics jittered per seed."""
+    C = setting.get("num_classes", BASE["num_classes"])
+    start = {"etf_mean": 0.3, "within_class_variation": 0.9, "rank_1e-2": C - 2.0, "rank_1e-4": C - 1.0}
+    start.update(init or {})
+    end = {"rank_1e-2": C - 1.0, "rank_1e-4": C - 1.0}
+    end.update(final)
     out = []
-    for i, r in enumerate(rows):
-        base = {
-            "method": "SCL",
-            "beta": 0.0,
-            "normalization": "sphere",
-            "positives": "label",
-            "batch_size": 0,
-            "num_classes": 10,
-            "seed": 0,
-        }
-        base.update({k: v for k, v in r.items() if k in base})
-        metrics = {k: v for k, v in r.items() if k not in base}
-        out.append({"grid": grid, **base, "run_key": f"{grid}{i}", "epoch": 5, **metrics})
-    return pd.DataFrame(out)
+    for s in range(seeds):
+        cfg = {**BASE, **setting, "seed": s}
+        key = f"{grid}-{'-'.join(str(cfg[c]) for c in CONFIG)}"
+        for epoch, m in ((0, start), (10, end)):
+            vals = {k: (v + jitter * s if k in ("etf_mean", "within_class_variation") else v) for k, v in m.items()}
+            out.append({"grid": grid, **{c: cfg[c] for c in CONFIG}, "run_key": key, "epoch": epoch, **vals})
+    return out
 
 
-def _seeds(setting: dict, etf: float, wcv: float, n: int = 3, jitter: float = 0.001, **extra) -> list[dict]:
-    return [
-        {
-            **setting,
-            "seed": s,
-            "etf_mean": etf + jitter * s,
-            "within_class_variation": wcv + jitter * s,
-            **extra,
-        }
-        for s in range(n)
-    ]
+def _table(*chunks) -> pd.DataFrame:
+    rows = [r for c in chunks for r in c]
+    return pd.DataFrame(rows)
 
 
-def test_evaluate_claims_verdicts_on_constructed_tables():
-    s1 = _claim_table(
-        "s1_scl_hscl_nc",
-        _seeds({"method": "SCL"}, 0.01, 0.01) + _seeds({"method": "HSCL", "beta": 5.0}, 0.01, 0.02),
+def _verdict(table: pd.DataFrame, cid: str) -> Claim:
+    recs = [r for r in claims.judge(table) if r.id == cid]
+    assert len(recs) == 1
+    return recs[0]
+
+
+# ----------------------------------------------------------------------------- criteria
+
+
+@pytest.mark.parametrize("cid", list(claims.CLAIM_GRIDS))
+def test_every_claim_grid_declares_its_criteria(cid):
+    crit = claims.criteria(cid)
+    assert crit["id"] == cid
+    for key in ("metric", "aggregation", "reproduced", "partly", "not_reproduced"):
+        assert isinstance(crit[key], str) and crit[key]
+    assert 0 < crit["nc_etf"] < 1 and 0 < crit["nc_wcv"] < 1
+    text = claims.criterion_text(crit)
+    assert "REPRODUCED:" in text and "NOT REPRODUCED:" in text
+    g = load_grid(claims.CLAIM_GRIDS[cid])
+    assert g.spec["criteria"]["id"] == cid and g.claim == cid
+    assert len({c.seed for c in g.configs}) >= 3  # every claim: at least 3 seeds
+    with pytest.raises(ValueError, match="claim_id"):
+        claims.criteria("T1")
+
+
+def test_shipped_grids_are_the_claim_grids():
+    assert set(claims.CLAIM_GRIDS.values()) <= set(grid_files())
+
+
+def test_rank_column_names():
+    assert claims.rank_column(1e-2) == "rank_1e-2" and claims.rank_column(1e-4) == "rank_1e-4"
+
+
+# ----------------------------------------------------------------------------- S1
+
+
+def test_s1_verdicts_and_the_r2_answer():
+    g = "s1_scl_hscl_nc"
+    free = _runs(g, dict(encoder="free"), NC) + _runs(g, dict(encoder="free", method="HSCL", beta=10.0), NC)
+    # MLP: SCL in DC (rank 49 -> 10, below 0.8 x 48), HSCL not at NC but full rank
+    mlp = _runs(g, dict(), {**OFF, "rank_1e-2": 10.0, "rank_1e-4": 40.0}) + _runs(
+        g, dict(method="HSCL", beta=10.0), OFF
     )
-    s2 = _claim_table(
-        "s2_ucl_positives",
-        _seeds({"method": "UCL", "positives": "label"}, 0.01, 0.01)
-        + _seeds({"method": "UCL", "positives": "noise"}, 0.3, 0.5),
-    )
-    s3 = _claim_table(
-        "s3_hucl_beta",
-        _seeds({"method": "UCL"}, 0.01, 0.01)
-        + _seeds({"method": "HUCL", "beta": 2.0}, 0.05, 0.01)
-        + _seeds({"method": "HUCL", "beta": 10.0}, 0.4, 0.2),
-    )
-    s4 = _claim_table(
-        "s4_no_normalisation",
-        _seeds({"normalization": "none"}, 0.2, 3.0, effective_rank=4.0, spectrum_min=-12.0),
-    )
-    r5 = _claim_table(
-        "r5_batch_size",
-        _seeds({"batch_size": 32}, 0.3, 0.2)
-        + _seeds({"batch_size": 64}, 0.01, 0.01)
-        + _seeds({"batch_size": 512}, 0.02, 0.01),
-    )
-    table = pd.concat([s1, s2, s3, s4, r5], ignore_index=True)
-    v = claims.evaluate_claims(table).set_index("claim")
-    assert list(v["verdict"]) == ["reproduced"] * 5, v["measured"].to_dict()
-    assert "±" in v.loc["S3", "measured"] and v.loc["S1", "n_runs"] == 6
-    # break each claim
-    bad = table.copy()
-    bad.loc[(bad["grid"] == "s1_scl_hscl_nc") & (bad["method"] == "SCL"), "etf_mean"] = 0.3
-    bad.loc[bad["grid"] == "s2_ucl_positives", "etf_mean"] = 0.01
-    bad.loc[bad["grid"] == "s2_ucl_positives", "within_class_variation"] = 0.01
-    s3m = bad["grid"] == "s3_hucl_beta"
-    bad.loc[s3m, "etf_mean"] = 0.4 - bad.loc[s3m, "beta"] * 0.03
-    bad.loc[bad["grid"] == "s4_no_normalisation", "etf_mean"] = 0.001
-    bad.loc[bad["grid"] == "s4_no_normalisation", "within_class_variation"] = 0.001
-    bad.loc[bad["grid"] == "s4_no_normalisation", "spectrum_min"] = -0.5
-    bad.loc[(bad["grid"] == "r5_batch_size"), "etf_mean"] = 0.01
-    bad.loc[(bad["grid"] == "r5_batch_size"), "within_class_variation"] = 0.01
-    v = claims.evaluate_claims(bad).set_index("claim")
-    assert v.loc["S1", "verdict"] == "partly reproduced"
-    assert v.loc["S2", "verdict"] == "partly reproduced"
-    assert v.loc["S3", "verdict"] == "partly reproduced"  # no growth, but HUCL is not NC
-    assert "grows over the HUCL betas in 0/1 settings" in v.loc["S3", "measured"]
-    assert v.loc["S4", "verdict"] == "not reproduced"
-    assert v.loc["R5", "verdict"] == "partly reproduced"
-    empty = claims.evaluate_claims(s1)
-    assert set(empty.set_index("claim").loc[["S2", "S3", "S4", "R5"], "verdict"]) == {"no data"}
+    rec = _verdict(_table(free), "S1")
+    assert rec.verdict is Verdict.REPRODUCED
+    rec = _verdict(_table(free, mlp), "S1")
+    assert rec.verdict is Verdict.PARTLY
+    assert "SCL ends in DC (rank at 0.01) in: encoder=mlp" in rec.notes
+    assert "SCL (beta = 0) reaches NC in: encoder=free" in rec.notes
+    dc = [s for s in rec.subchecks if "ends in DC at 0.01" in s.what][0]
+    assert dc.verdict is Verdict.PARTLY and dc.evidence[0].value == 1
+    dc4 = [s for s in rec.subchecks if "ends in DC at 0.0001" in s.what][0]
+    assert dc4.verdict is Verdict.NOT_REPRODUCED  # 40 > 0.8 x 49
+    assert _verdict(_table(mlp), "S1").verdict is Verdict.NOT_REPRODUCED
+    # the numbers carry their seed spread
+    e = [e for s in rec.subchecks for e in s.evidence if e.label == "etf_mean"][0]
+    assert e.spread_kind == "std" and e.n == 3 and e.spread == pytest.approx(1e-3)
 
 
-def _s3_rows(curves: dict, wcv: dict | None = None) -> list[dict]:
-    """S3 settings: {(encoder, normalization): {beta: etf}} -> seed rows (wcv 0.01 unless given)."""
-    rows = []
-    for (enc, norm), curve in curves.items():
-        for beta, etf in curve.items():
-            w = (wcv or {}).get((enc, norm, beta), 0.01)
-            rows += _seeds(
-                {
-                    "method": "HUCL" if beta > 0 else "UCL",
-                    "beta": float(beta),
-                    "normalization": norm,
-                    "encoder": enc,
-                },
-                etf,
-                w,
-            )
-    return rows
+def test_s1_record_fields_and_serialisation():
+    g = "s1_scl_hscl_nc"
+    t = _table(_runs(g, dict(encoder="free"), NC))
+    rec = _verdict(t, "S1")
+    assert rec.setting["grid"] == g and rec.setting["scale"] == "default" and rec.setting["seeds"] == "3"
+    assert rec.setting["encoder"] == "free" and "normalisation" in rec.setting
+    assert rec.command.startswith("python -m synthetic sweep s1_scl_hscl_nc --results results")
+    assert "NC: seed means etf_mean < 0.05" in rec.criterion
+    assert from_json(to_json([rec]))[0] == rec
+    # a scaled folder is judged apart, its command names the scale, the default scale first
+    t2 = t.assign(grid="s1_scl_hscl_nc-paper")
+    recs = [r for r in claims.judge(pd.concat([t2, t])) if r.id == "S1"]
+    assert [r.setting["grid"] for r in recs] == ["s1_scl_hscl_nc", "s1_scl_hscl_nc-paper"]
+    assert "--scale paper" in recs[1].command
 
 
-def _s3_table(curves: dict, wcv: dict | None = None) -> pd.DataFrame:
-    rows = _s3_rows(curves, wcv)
+# ----------------------------------------------------------------------------- S2
+
+
+def test_s2_verdicts():
+    g = "s2_ucl_positives"
+    lab_nc = _runs(g, dict(method="UCL", positives="label"), NC)
+    noi_off = _runs(g, dict(method="UCL", positives="noise"), OFF)
+    assert _verdict(_table(lab_nc, noi_off), "S2").verdict is Verdict.REPRODUCED
+    noi_nc = _runs(g, dict(method="UCL", positives="noise"), NC)
+    assert _verdict(_table(lab_nc, noi_nc), "S2").verdict is Verdict.PARTLY
+    lab_off = _runs(g, dict(method="UCL", positives="label"), OFF)
+    assert _verdict(_table(lab_off, noi_nc), "S2").verdict is Verdict.NOT_REPRODUCED
+    assert _verdict(_table(lab_nc), "S2").verdict is Verdict.NOT_RUN
+
+
+# ----------------------------------------------------------------------------- S3
+
+
+def _s3(etfs: dict[float, float], wcv: float = 0.3, collision: bool = True, **setting):
+    g = "s3_hucl_beta"
     out = []
-    for i, r in enumerate(rows):
-        base = {
-            "method": r["method"],
-            "beta": r["beta"],
-            "normalization": r["normalization"],
-            "encoder": r["encoder"],
-            "positives": "label",
-            "seed": r["seed"],
-        }
-        out.append(
-            {
-                "grid": "s3_hucl_beta",
-                **base,
-                "run_key": f"s3k{i}",
-                "epoch": 5,
-                "etf_mean": r["etf_mean"],
-                "within_class_variation": r["within_class_variation"],
-            }
+    for b, e in etfs.items():
+        extra = {"collision": 0.1 + b / 100, "collision_nc": 0.1 + b / 50} if collision else {}
+        out += _runs(
+            g, dict(method="HUCL" if b > 0 else "UCL", beta=b, **setting), dict(etf_mean=e, within_class_variation=wcv, **extra)
         )
-    return pd.DataFrame(out)
+    return out
 
 
-def _s3(curves: dict, wcv: dict | None = None) -> tuple[str, str]:
-    v = claims.evaluate_claims(_s3_table(curves, wcv)).set_index("claim")
-    return v.loc["S3", "verdict"], v.loc["S3", "measured"]
+def test_s3_verdicts_and_collision():
+    grows = {0.0: 0.01, 2.0: 0.1, 10.0: 0.3, 30.0: 0.5}
+    rec = _verdict(_table(_s3(grows)), "S3")
+    assert rec.verdict is Verdict.REPRODUCED, rec.notes
+    coll = [s for s in rec.subchecks if "collision" in s.what][0]
+    assert coll.verdict is Verdict.REPRODUCED and any(e.label.startswith("q(beta=30)") for e in coll.evidence)
+    flat_nc = {0.0: 0.01, 2.0: 0.01, 10.0: 0.01, 30.0: 0.01}
+    assert _verdict(_table(_s3(flat_nc, wcv=0.01)), "S3").verdict is Verdict.NOT_REPRODUCED
+    mixed = _table(_s3(grows, encoder="mlp"), _s3(flat_nc, wcv=0.01, encoder="free"))
+    assert _verdict(mixed, "S3").verdict is Verdict.PARTLY
+    # growth within the seed noise does not count: 2 pooled stds
+    tiny = {0.0: 0.2, 2.0: 0.2, 10.0: 0.2005, 30.0: 0.201}
+    assert _verdict(_table(_s3(tiny)), "S3").verdict is Verdict.PARTLY
 
 
-def test_s3_verdict_per_setting_and_hucl_nc():
-    grow = {0: 0.01, 1: 0.1, 2: 0.2, 5: 0.3, 10: 0.4}
-    verdict, text = _s3({("free", "sphere"): grow, ("mlp", "ball"): grow})
-    assert verdict == "reproduced" and "2/2 settings" in text and "reaches NC at beta: none" in text
-    # the measured case: HUCL reaches NC at beta 1 and 2, then the deviation grows -> partly
-    nc_low = {0: 0.001, 1: 0.001, 2: 0.002, 5: 0.07, 10: 0.2, 30: 0.35}
-    verdict, text = _s3({("free", "sphere"): nc_low, ("mlp", "ball"): grow})
-    assert verdict == "partly reproduced"
-    assert "reaches NC at beta: 1, 2." in text and "2/2 settings" in text
-    assert "[normalization=sphere,encoder=free]" in text and "HUCL NC at beta: 1, 2" in text
-    # beta = 0 (UCL) is not part of the trend: NC at beta 0, flat above it -> no growth
-    flat = {0: 0.01, 1: 0.3, 5: 0.3, 10: 0.3}
-    assert _s3({("free", "sphere"): flat})[0] == "partly reproduced"
-    # trend judged per setting: one grows, one falls (pooled, the means would still grow)
-    falls = {0: 0.01, 1: 0.5, 5: 0.45, 10: 0.4}
-    steep = {0: 0.01, 1: 0.1, 5: 0.6, 10: 0.9}
-    verdict, text = _s3({("free", "sphere"): steep, ("mlp", "sphere"): falls})
-    assert verdict == "partly reproduced" and "1/2 settings" in text
-    # no setting grows and HUCL is NC -> not reproduced
-    all_nc = {0: 0.001, 1: 0.001, 5: 0.001, 10: 0.001}
-    verdict, text = _s3({("free", "sphere"): all_nc})
-    assert verdict == "not reproduced" and "reaches NC at beta: 1, 5, 10." in text
-    # a single HUCL beta cannot show a trend
-    assert _s3({("free", "sphere"): {0: 0.01, 5: 0.3}})[0] == "no data"
+# ----------------------------------------------------------------------------- S4
 
 
-def _write_claim_folder(folder: Path, table: pd.DataFrame) -> None:
-    for _, run in table.drop(columns=["grid"]).groupby("run_key", sort=False):
-        results.write_run(folder, run.reset_index(drop=True))
-
-
-def _r5_table(grid: str = "r5_batch_size", small_etf: float = 0.3, small_wcv: float = 0.2) -> pd.DataFrame:
-    return _claim_table(
-        grid,
-        _seeds({"batch_size": 32}, small_etf, small_wcv)
-        + _seeds({"batch_size": 64}, 0.01, 0.01)
-        + _seeds({"batch_size": 512}, 0.02, 0.01),
+def _s4(norm: str, beta: float, rank: float, nc: bool = False):
+    m = "HSCL" if beta > 0 else "SCL"
+    return _runs(
+        "s4_no_normalisation",
+        dict(normalization=norm, method=m, beta=beta),
+        {**(NC if nc else OFF), "rank_1e-2": rank, "rank_1e-4": rank + 5},
     )
 
 
-def test_claims_on_a_single_grid_folder_judge_its_claim(tmp_path):
-    _write_claim_folder(tmp_path / "r5_batch_size", _r5_table())
-    table = results.load_results(tmp_path / "r5_batch_size")
-    assert set(table["grid"]) == {"r5_batch_size"}
-    v = claims.evaluate_claims(table).set_index("claim")
-    assert list(v["verdict"]) == ["no data"] * 4 + ["reproduced"]
-    assert v.loc["R5", "n_runs"] == 9
+def test_s4_verdicts_at_two_thresholds_and_the_abstract():
+    dc_all = _table(_s4("none", 0.0, 10.0), _s4("none", 10.0, 12.0), _s4("ball", 0.0, 10.0), _s4("ball", 10.0, 48.0))
+    rec = _verdict(dc_all, "S4")
+    assert rec.verdict is Verdict.REPRODUCED
+    assert "verdict at 0.01: REPRODUCED; at 0.0001: REPRODUCED" in rec.notes
+    abstract = [s for s in rec.subchecks if "(the abstract)" in s.what]
+    assert len(abstract) == 2 and all(s.verdict is Verdict.REPRODUCED for s in abstract)
+    partly = _table(_s4("none", 0.0, 10.0), _s4("none", 10.0, 48.0))
+    assert _verdict(partly, "S4").verdict is Verdict.PARTLY
+    # DC at 1e-2 but not at 1e-4 (rank + 5 = 44 > 0.8 x 49): reported beside the verdict
+    edge = _table(_s4("none", 0.0, 38.0), _s4("none", 10.0, 38.0))
+    rec = _verdict(edge, "S4")
+    assert rec.verdict is Verdict.REPRODUCED and "at 0.0001: NOT REPRODUCED" in rec.notes
+    none_dc = _table(_s4("none", 0.0, 48.0), _s4("none", 10.0, 49.0))
+    assert _verdict(none_dc, "S4").verdict is Verdict.NOT_REPRODUCED
+    assert _verdict(_table(_s4("ball", 0.0, 10.0)), "S4").verdict is Verdict.NOT_RUN
 
 
-def test_claims_match_scaled_grid_folders_and_keep_scales_apart(tmp_path):
-    _write_claim_folder(tmp_path / "r5_batch_size", _r5_table())
-    # the same runs (same keys) at another scale, where batch size 32 is NC too
-    _write_claim_folder(
-        tmp_path / "r5_batch_size-paper", _r5_table("r5_batch_size-paper", small_etf=0.01, small_wcv=0.01)
+def test_dc_is_judged_against_the_initialisation():
+    # a run that starts at rank 20 of 49 and stays there is not in DC: it lost nothing
+    t = _table(
+        _runs(
+            "s4_no_normalisation",
+            dict(normalization="none"),
+            {**OFF, "rank_1e-2": 20.0, "rank_1e-4": 20.0},
+            init={"rank_1e-2": 20.0, "rank_1e-4": 20.0},
+        )
     )
-    _write_claim_folder(
-        tmp_path / "s3_hucl_beta-quick", _s3_table({("free", "sphere"): {0: 0.01, 1: 0.1, 5: 0.3}})
-    )
-    table = results.load_results(tmp_path)
-    v = claims.evaluate_claims(table)
-    got = list(zip(v["claim"], v["grid"], v["verdict"], v["n_runs"]))
-    assert got == [
-        ("S1", "", "no data", 0),
-        ("S2", "", "no data", 0),
-        ("S3", "s3_hucl_beta-quick", "reproduced", 9),
-        ("S4", "", "no data", 0),
-        ("R5", "r5_batch_size", "reproduced", 9),
-        ("R5", "r5_batch_size-paper", "partly reproduced", 9),
-    ]
+    assert _verdict(t, "S4").verdict is Verdict.NOT_REPRODUCED
+
+
+# ----------------------------------------------------------------------------- R4
+
+
+def _r4(method: str, beta: float, final: dict, source_nc: bool = True):
+    init = {**(NC if source_nc else OFF), "rank_1e-2": 49.0, "rank_1e-4": 49.0}
+    return _runs("r4_near_nc", dict(method=method, beta=beta, init="nc", encoder="free"), final, init=init)
+
+
+def test_r4_verdicts():
+    keep = [_r4("SCL", 0.0, NC), _r4("HSCL", 10.0, NC)]
+    drift = [_r4("HUCL", 10.0, {**OFF, "rank_1e-2": 12.0}), _r4("HUCL", 30.0, {**OFF, "rank_1e-2": 5.0})]
+    small = [_r4("UCL", 0.0, NC), _r4("HUCL", 2.0, NC)]
+    rec = _verdict(_table(*keep, *drift, *small), "R4")
+    assert rec.verdict is Verdict.REPRODUCED, rec.notes
+    drift_no_dc = [_r4("HUCL", 10.0, OFF), _r4("HUCL", 30.0, OFF)]
+    assert _verdict(_table(*keep, *drift_no_dc), "R4").verdict is Verdict.PARTLY
+    stay = [_r4("HUCL", 10.0, NC), _r4("HUCL", 30.0, NC)]
+    assert _verdict(_table(*keep, *stay), "R4").verdict is Verdict.PARTLY
+    lose = [_r4("SCL", 0.0, OFF), _r4("HSCL", 10.0, OFF)]
+    assert _verdict(_table(*lose, *stay), "R4").verdict is Verdict.NOT_REPRODUCED
+    bad = [_r4(m, b, NC, source_nc=False) for m, b in (("SCL", 0.0), ("HUCL", 10.0), ("HUCL", 30.0))]
+    rec = _verdict(_table(*bad), "R4")
+    assert rec.verdict is Verdict.NOT_REPRODUCED and "PREMISE FAILED" in rec.notes
+
+
+# ----------------------------------------------------------------------------- R5
+
+
+def _r5(C: int, b: int, final: dict):
+    return _runs("r5_batch_size", dict(method="HSCL", beta=10.0, batch_size=b, num_classes=C, encoder="free"), {**final, "steps": 1500})
+
+
+def test_r5_verdicts():
+    good = [_r5(C, b, NC) for C in (100, 200) for b in (64, 128, 512)] + [_r5(C, 32, OFF) for C in (100, 200)]
+    rec = _verdict(_table(*good), "R5")
+    assert rec.verdict is Verdict.REPRODUCED
+    assert any("after 1500 steps" in s.what for s in rec.subchecks)
+    half = [_r5(100, b, NC) for b in (64, 512)] + [_r5(100, 32, NC)]
+    assert _verdict(_table(*half), "R5").verdict is Verdict.PARTLY
+    none = [_r5(100, b, OFF) for b in (64, 512)] + [_r5(100, 32, NC)]
+    assert _verdict(_table(*none), "R5").verdict is Verdict.NOT_REPRODUCED
+    assert _verdict(_table(*[_r5(100, 64, NC)]), "R5").verdict is Verdict.NOT_RUN
+
+
+# ----------------------------------------------------------------------------- views
+
+
+def test_not_run_records_and_frame_views():
+    recs = claims.judge(pd.DataFrame(), results="R")
+    assert [r.id for r in recs] == list(claims.CLAIM_GRIDS)
+    assert all(r.verdict is Verdict.NOT_RUN and "--results R" in r.command and r.criterion for r in recs)
+    t = _table(_runs("s1_scl_hscl_nc", dict(encoder="free"), NC))
+    frame = claims.evaluate_claims(t)
+    assert list(frame.columns) == ["claim", "grid", "statement", "n_runs", "measured", "verdict", "record_verdict"]
+    row = frame.set_index("claim").loc["S1"]
+    assert row["verdict"] == "reproduced" and "etf_mean = 0.011 ± 0.001" in row["measured"]
+    assert frame.set_index("claim").loc["S2", "verdict"] == "no data"
+    tidy = claims.to_frame(claims.judge(t))
+    assert set(tidy["id"]) == set(claims.CLAIM_GRIDS)
+    details = claims.claim_details(t)
+    assert bool(details["nc"].all()) and "dc_rank_1e-2" in details.columns
+    text = claims.format_records(claims.judge(t))
+    assert "S1 [s1_scl_hscl_nc]: REPRODUCED" in text
+
+
+def test_run_summary_final_and_initial_rows():
+    t = _table(_runs("s2_ucl_positives", dict(method="UCL"), NC))
+    runs = claims.run_summary(t)
+    assert len(runs) == 3 and (runs["final_epoch"] == 10).all()
+    assert runs["init_etf_mean"].tolist() == pytest.approx([0.3, 0.301, 0.302])
+    agg = claims.aggregate(runs, [])
+    assert agg["n_seeds"].iloc[0] == 3 and math.isclose(agg["etf_mean_std"].iloc[0], 1e-3, rel_tol=1e-9)
+    with pytest.raises(ValueError):
+        claims.run_summary(pd.DataFrame({"a": [1]}))
