@@ -142,8 +142,10 @@ def plan(configs: Sequence[RunConfig], *, max_stack: int = MAX_STACK, stack: boo
 
     Groups follow the first appearance of each :func:`stack_key`; within a group the input order
     is kept, except that runs sharing an ``init="nc"`` source are kept in one chunk of at most
-    ``max_stack`` runs (a source's runs fill a chunk before the next source's). Duplicate
-    configs (equal ``key()``) are kept (the caller decides).
+    ``max_stack`` runs (a source's runs fill a chunk before the next source's). A chunk that is
+    not worth stacking becomes one ``"sequential"`` group per run (so a sweep spreads them over
+    its workers), except a chunk of runs of one source, which stays one group that trains its
+    source once. Duplicate configs (equal ``key()``) are kept (the caller decides).
 
     Args:
         configs: the runs.
@@ -177,8 +179,12 @@ def plan(configs: Sequence[RunConfig], *, max_stack: int = MAX_STACK, stack: boo
                     chunks.append(list(part))
         for chunk in chunks:
             gain = stack_gain(chunk[0], len(chunk)) if len(chunk) > 1 else 1.0
-            mode = "stacked" if stack and len(chunk) > 1 and gain >= MIN_GAIN else "sequential"
-            out.append(Group(tuple(chunk), mode, gain))
+            if stack and len(chunk) > 1 and gain >= MIN_GAIN:
+                out.append(Group(tuple(chunk), "stacked", gain))
+            elif _source_key(chunk[0]):  # runs of one source: train it once, then each run alone
+                out.append(Group(tuple(chunk), "sequential", gain))
+            else:  # independent runs: one group each, so a sweep can spread them over workers
+                out.extend(Group((c,), "sequential", gain) for c in chunk)
     return out
 
 

@@ -35,12 +35,15 @@ def test_plan_groups_every_config_once_and_keeps_sources_together():
     assert sorted(c.key() for g in groups for c in g.configs) == sorted(c.key() for c in runs)
     for g in groups:  # a source's runs never split; one source per chunk here (3 + 3 > 4)
         assert len({c.source_config().key() for c in g.configs}) == 1 and len(g) == 3
-    plain = [RunConfig(num_classes=4, seed=s) for s in range(5)]
-    assert [len(g) for g in plan(plain, max_stack=2)] == [2, 2, 1]
-    assert all(g.mode == "sequential" for g in plan(plain, stack=False))
+    plain = [RunConfig(num_classes=4, seed=s, batch_size=8) for s in range(5)]
+    assert [(len(g), g.mode) for g in plan(plain, max_stack=2)] == [(2, "stacked")] * 2 + [(1, "sequential")]
+    unstacked = plan(plain, stack=False)
+    assert all(g.mode == "sequential" for g in unstacked) and [len(g) for g in unstacked] == [1] * 5
     with pytest.raises(ValueError, match="max_stack"):
         plan(plain, max_stack=0)
     assert [len(g) for g in stack_groups(plain, max_stack=3)] == [3, 2]
+    # the sources' runs stay together even when the group is not stacked
+    assert all(len(g) == 3 for g in plan(runs, max_stack=4, stack=False))
 
 
 def test_modes_follow_the_cost_model():
