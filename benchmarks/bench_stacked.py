@@ -78,15 +78,23 @@ def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; print one line per scenario; return 1 if a target is missed."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--threads", type=int, default=2, help="torch threads for every side (default 2)")
-    ap.add_argument("--repeats", type=int, default=3, help="interleaved repetitions, minimum kept (default 3)")
-    ap.add_argument("--noise", type=float, default=0.05, help="timing noise allowed on the 1x target (default 0.05)")
-    ap.add_argument("--scenario", choices=sorted(SCENARIOS), action="append", help="scenario(s) (default: all)")
+    ap.add_argument(
+        "--repeats", type=int, default=3, help="interleaved repetitions, minimum kept (default 3)"
+    )
+    ap.add_argument(
+        "--noise", type=float, default=0.05, help="timing noise allowed on the 1x target (default 0.05)"
+    )
+    ap.add_argument(
+        "--scenario", choices=sorted(SCENARIOS), action="append", help="scenario(s) (default: all)"
+    )
     args = ap.parse_args(argv)
     if args.threads < 1 or args.repeats < 1 or not 0 <= args.noise < 1:
         raise SystemExit("--threads and --repeats must be >= 1, --noise in [0, 1)")
     torch.set_num_threads(args.threads)
     load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
-    print(f"torch threads {args.threads}, repeats {args.repeats}, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    print(
+        f"torch threads {args.threads}, repeats {args.repeats}, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
+    )
     train_runs(_configs(SCENARIOS["free b=64"][0], 1, 2))  # warm-up: imports, allocator, Adam's first step
     missed = []
     for name in args.scenario or list(SCENARIOS):

@@ -19,7 +19,6 @@ from collections.abc import Sequence
 
 import torch
 
-
 __all__ = ["make_adam", "RunAdam"]
 
 
@@ -63,7 +62,14 @@ class RunAdam:
     def from_torch(cls, opt: torch.optim.Adam, params: Sequence[torch.Tensor], R: int) -> RunAdam:
         """A RunAdam continuing ``opt`` (moments and step count carried over to every run)."""
         group = opt.param_groups[0]
-        out = cls(params, R, lr=group["lr"], weight_decay=group["weight_decay"], betas=group["betas"], eps=group["eps"])
+        out = cls(
+            params,
+            R,
+            lr=group["lr"],
+            weight_decay=group["weight_decay"],
+            betas=group["betas"],
+            eps=group["eps"],
+        )
         step = 0
         for i, p in enumerate(out.params):
             st = opt.state.get(p)

@@ -17,12 +17,12 @@ state of a near-NC run); the judges aggregate it over seeds (:func:`aggregate`: 
 from __future__ import annotations
 
 import math
-import tomllib
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
+import tomllib
 
 from synthetic.results import EPOCH, GRID, RUN_KEY, config_columns
 from synthetic.summary import format_mean_std
@@ -106,7 +106,11 @@ def criterion_text(crit: dict[str, Any]) -> str:
     for key in ("nc", "dc", "grows", "hindered", "premise"):
         if key in crit:
             parts.append(str(crit[key]))
-    for key, name in (("reproduced", "REPRODUCED"), ("partly", "PARTLY"), ("not_reproduced", "NOT REPRODUCED")):
+    for key, name in (
+        ("reproduced", "REPRODUCED"),
+        ("partly", "PARTLY"),
+        ("not_reproduced", "NOT REPRODUCED"),
+    ):
         if key in crit:
             parts.append(f"{name}: {crit[key]}")
     for key in ("versus_r2", "abstract", "collision"):
@@ -168,7 +172,11 @@ def varying(runs: pd.DataFrame, exclude: Sequence[str] = ()) -> list[str]:
     """Config columns that vary across ``runs`` (other than ``seed`` and ``exclude``)."""
     cfg = [c for c in config_columns(runs) if c in runs.columns] if RUN_KEY in runs.columns else []
     if not cfg:
-        cfg = [c for c in runs.columns if not (c in SUMMARY_METRICS or c.startswith("init_") or c == "final_epoch")]
+        cfg = [
+            c
+            for c in runs.columns
+            if not (c in SUMMARY_METRICS or c.startswith("init_") or c == "final_epoch")
+        ]
         cfg = [c for c in cfg if c not in (RUN_KEY, GRID)]
     skip = {"seed", RUN_KEY, GRID, *exclude}
     return [c for c in cfg if c not in skip and runs[c].astype(str).nunique(dropna=False) > 1]
@@ -200,8 +208,7 @@ def label(row: pd.Series | dict, cols: Sequence[str]) -> str:
     Columns in a fixed reading order; ``hidden`` / ``depth`` only for MLPs, the inputs' fields not
     for free features, ``d`` and ``eval_every`` never.
     """
-    get = row.get if isinstance(row, dict) else row.get
-    enc = get("encoder", None)
+    enc = row.get("encoder", None)
     shown = [c for c in cols if c not in _LABEL_SKIP]
     if enc is not None and enc != "mlp":
         shown = [c for c in shown if c not in ("hidden", "depth")]
@@ -234,13 +241,16 @@ def evidence(row: pd.Series, metric: str, text: str | None = None, prefix: str =
 
 def mean_std(row: pd.Series, metric: str) -> str:
     """``"0.123 ± 0.004"`` of an aggregated row."""
-    return format_mean_std(float(row.get(f"{metric}_mean", math.nan)), float(row.get(f"{metric}_std", math.nan)))
+    return format_mean_std(
+        float(row.get(f"{metric}_mean", math.nan)), float(row.get(f"{metric}_std", math.nan))
+    )
 
 
 def is_nc(row: pd.Series, crit: dict[str, Any]) -> bool:
     """NC of an aggregated row: seed means ``etf_mean < nc_etf`` and ``wcv < nc_wcv``."""
     return bool(
-        row["etf_mean_mean"] < float(crit["nc_etf"]) and row["within_class_variation_mean"] < float(crit["nc_wcv"])
+        row["etf_mean_mean"] < float(crit["nc_etf"])
+        and row["within_class_variation_mean"] < float(crit["nc_wcv"])
     )
 
 
@@ -387,7 +397,11 @@ def format_records(claims: Sequence[records.Claim]) -> str:
     lines = []
     for c in claims:
         where = c.setting.get("grid", "")
-        lines.append(f"{c.id} [{where}]: {c.verdict.value}  ({c.instances} runs)" if where else f"{c.id}: {c.verdict.value}")
+        lines.append(
+            f"{c.id} [{where}]: {c.verdict.value}  ({c.instances} runs)"
+            if where
+            else f"{c.id}: {c.verdict.value}"
+        )
         lines.append(f"  {c.statement}")
         for e in c.evidence:
             lines.append(f"  - {e.text()}")

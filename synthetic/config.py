@@ -217,7 +217,7 @@ class RunConfig:
         integer("seed", 0)
         if self.batch_size is None:
             object.__setattr__(self, "batch_size", 0)
-        if not _is_int(self.batch_size) or self.batch_size < 0 or self.batch_size == 1:
+        if not _is_int(self.batch_size) or int(self.batch_size or 0) < 0 or self.batch_size == 1:
             raise ValueError(
                 f"batch_size must be 0/None (full batch) or an integer >= 2, got {self.batch_size!r}"
             )
@@ -271,14 +271,20 @@ class RunConfig:
         return self.num_classes * self.n_per_class
 
     @property
+    def batch(self) -> int:
+        """The resolved batch size: the number of samples of one step (N for a full batch)."""
+        b = int(self.batch_size or 0)
+        return self.num_train if b == 0 or b >= self.num_train else b
+
+    @property
     def full_batch(self) -> bool:
         """Whether every step uses the whole training set (``batch_size`` 0 or >= N)."""
-        return self.batch_size == 0 or self.batch_size >= self.num_train
+        return self.batch == self.num_train
 
     @property
     def steps_per_epoch(self) -> int:
         """Mini-batches per epoch: 1 for a full batch, else ``N // batch_size`` (drop_last)."""
-        return 1 if self.full_batch else self.num_train // self.batch_size
+        return 1 if self.full_batch else self.num_train // self.batch
 
     @property
     def num_epochs(self) -> int:

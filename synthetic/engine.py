@@ -296,9 +296,9 @@ def _train(
         records[r].append(row)
     drawn = 0
     for epoch in _progress(range(1, epochs + 1), progress, f"{R} run(s)", epochs):
-        batches = torch.stack(
-            [epoch_batches(N, cfg.batch_size, g["order"]) for g in gens], dim=1
-        ).to(device)  # (S, R, b)
+        batches = torch.stack([epoch_batches(N, cfg.batch, g["order"]) for g in gens], dim=1).to(
+            device
+        )  # (S, R, b)
         batches = batches[: budget - drawn]
         drawn += batches.shape[0]
         labels = Y[run_ids, batches]  # (S, R, b)
@@ -323,9 +323,21 @@ def _train(
                 active = act.tolist()
                 if not run_adam and not all(active):
                     opt, run_adam = RunAdam.from_torch(opt, params, R), True
-            inputs = idx if free else torch.gather(X, 1, idx[:, :, None].expand(R, idx.shape[1], X.shape[2]))
+            if X is None:
+                inputs = idx
+            else:
+                inputs = torch.gather(X, 1, idx[:, :, None].expand(R, idx.shape[1], X.shape[2]))
             losses = step_losses(
-                configs, smodel, inputs, labels[s], idx, step_gens, betas, y_pool=Y, pool_inputs=X, active=active
+                configs,
+                smodel,
+                inputs,
+                labels[s],
+                idx,
+                step_gens,
+                betas,
+                y_pool=Y,
+                pool_inputs=X,
+                active=active,
             )
             opt.zero_grad(set_to_none=True)
             losses.sum().backward()
@@ -399,7 +411,9 @@ class _Evaluator:
             h = m.features(idx if self.free else self.X)
             zt = None if self.Xt is None else m(self.Xt)
             for r in range(R):
-                if not bool(torch.isfinite(h[r]).all()) or (zt is not None and not bool(torch.isfinite(zt[r]).all())):
+                if not bool(torch.isfinite(h[r]).all()) or (
+                    zt is not None and not bool(torch.isfinite(zt[r]).all())
+                ):
                     raise _non_finite(cfgs[r], f"embeddings at epoch {epoch}")
             z = normalize(h, m.normalization)
             if self.full:

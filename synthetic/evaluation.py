@@ -208,7 +208,12 @@ def collapse_metrics(
         }
         if test_z is not None and test_labels is not None and test_z.shape[0] > 0:
             out["ncm_acc"] = _safe(
-                col.ncm_accuracy, z, labels, test_z.detach().to(torch.float64), test_labels, num_classes=num_classes
+                col.ncm_accuracy,
+                z,
+                labels,
+                test_z.detach().to(torch.float64),
+                test_labels,
+                num_classes=num_classes,
             )
         else:
             out["ncm_acc"] = float("nan")

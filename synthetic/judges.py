@@ -83,7 +83,9 @@ def _dc_text(row: pd.Series, thresholds: Sequence[float], crit: dict[str, Any]) 
     return "; ".join(parts)
 
 
-def _prepare(runs: pd.DataFrame, crit: dict[str, Any], exclude: Sequence[str] = ()) -> tuple[pd.DataFrame, list[str]]:
+def _prepare(
+    runs: pd.DataFrame, crit: dict[str, Any], exclude: Sequence[str] = ()
+) -> tuple[pd.DataFrame, list[str]]:
     runs = with_available(runs, _thresholds(crit))
     by = varying(runs, exclude)
     return aggregate(runs, by), by
@@ -187,7 +189,8 @@ def judge_s2(runs: pd.DataFrame, crit: dict[str, Any]) -> Result:
         return Verdict.NOT_RUN, [], [], "needs both label and noise positives"
     cols = [c for c in _setting_cols(by) if c != "positives"]
     subs = []
-    lab, noi = [], []
+    lab: list[bool] = []
+    noi: list[bool] = []
     for _, r in agg.iterrows():
         nc = is_nc(r, crit)
         want = r["positives"] == "label"
@@ -220,12 +223,12 @@ def _pooled(stds: Sequence[float]) -> float:
 def _spearman(x: Sequence[float], y: Sequence[float]) -> float:
     from scipy.stats import spearmanr
 
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    if len(x) < 2 or np.ptp(y) == 0:
+    xa, ya = np.asarray(x, float), np.asarray(y, float)
+    if len(xa) < 2 or np.ptp(ya) == 0:
         return 0.0
-    if len(x) == 2:
-        return float(np.sign(y[-1] - y[0]))
-    return float(spearmanr(x, y).statistic)
+    if len(xa) == 2:
+        return float(np.sign(ya[-1] - ya[0]))
+    return float(spearmanr(xa, ya).statistic)
 
 
 def judge_s3(runs: pd.DataFrame, crit: dict[str, Any]) -> Result:
@@ -250,7 +253,9 @@ def judge_s3(runs: pd.DataFrame, crit: dict[str, Any]) -> Result:
                 nc_at.append(f"[{where}] beta={float(r['beta']):g}")
         curve = tuple(evidence(r, "etf_mean", f"etf_mean beta={float(r['beta']):g}") for _, r in g.iterrows())
         if hucl["beta"].nunique() < 2:
-            subs.append(SubCheck(f"[{where}] fewer than two HUCL betas: trend not judged", Verdict.NOT_RUN, curve))
+            subs.append(
+                SubCheck(f"[{where}] fewer than two HUCL betas: trend not judged", Verdict.NOT_RUN, curve)
+            )
             continue
         betas = hucl["beta"].to_numpy(float)
         etf = hucl["etf_mean_mean"].to_numpy(float)
@@ -273,7 +278,9 @@ def judge_s3(runs: pd.DataFrame, crit: dict[str, Any]) -> Result:
                 ),
                 instances=int(hucl["n_seeds"].sum()),
                 note="HUCL at NC at beta: "
-                + (", ".join(f"{float(r['beta']):g}" for _, r in hucl.iterrows() if is_nc(r, crit)) or "none"),
+                + (
+                    ", ".join(f"{float(r['beta']):g}" for _, r in hucl.iterrows() if is_nc(r, crit)) or "none"
+                ),
             )
         )
         if "collision_mean" in g.columns and g["collision_mean"].notna().any():
@@ -301,7 +308,13 @@ def judge_s3(runs: pd.DataFrame, crit: dict[str, Any]) -> Result:
     ev.append(Evidence("settings where etf_mean grows with beta", float(n_grow), n=n_judged))
     ev.append(Evidence("HUCL (setting, beta) at NC", float(len(nc_at)), n=int((agg["beta"] > 0).sum())))
     if coll_rises:
-        ev.append(Evidence("settings where the collision fraction rises with beta", float(sum(coll_rises)), n=len(coll_rises)))
+        ev.append(
+            Evidence(
+                "settings where the collision fraction rises with beta",
+                float(sum(coll_rises)),
+                n=len(coll_rises),
+            )
+        )
     notes = f"HUCL at NC: {'; '.join(nc_at) or 'none'}"
     return verdict, ev, subs, notes
 
@@ -309,7 +322,9 @@ def judge_s3(runs: pd.DataFrame, crit: dict[str, Any]) -> Result:
 # ------------------------------------------------------------------------------ S4 (and the abstract)
 
 
-def _s4_verdict(none_rows: pd.DataFrame, t: float, crit: dict[str, Any]) -> tuple[Verdict, list[bool], list[bool]]:
+def _s4_verdict(
+    none_rows: pd.DataFrame, t: float, crit: dict[str, Any]
+) -> tuple[Verdict, list[bool], list[bool]]:
     dc = [bool(is_dc(r, t, crit)) for _, r in none_rows.iterrows()]
     nc = [is_nc(r, crit) for _, r in none_rows.iterrows()]
     if dc and all(dc) and not any(nc):
@@ -374,7 +389,13 @@ def judge_s4(runs: pd.DataFrame, crit: dict[str, Any]) -> Result:
         Evidence("no-normalisation settings at NC", float(sum(nc)), n=len(nc)),
     ]
     if abstract:
-        ev.append(Evidence("normalised settings as the abstract says (beta = 0 DC, beta > 0 not)", float(sum(abstract)), n=len(abstract)))
+        ev.append(
+            Evidence(
+                "normalised settings as the abstract says (beta = 0 DC, beta > 0 not)",
+                float(sum(abstract)),
+                n=len(abstract),
+            )
+        )
     v4 = _s4_verdict(none, th[1], crit)[0].value if len(th) > 1 else ""
     notes = f"verdict at {th[0]:g}: {verdict.value}" + (f"; at {th[1]:g}: {v4}" if v4 else "")
     return verdict, ev, subs, notes
@@ -446,9 +467,8 @@ def judge_r4(runs: pd.DataFrame, crit: dict[str, Any]) -> Result:
         Evidence(f"HUCL at beta {sorted(drift)} in DC at {th[0]:g}", float(sum(leave_dc)), n=len(leave_dc)),
     ]
     notes = (
-        ("" if premise else "PREMISE FAILED: the HSCL source is not at NC at epoch 0. ")
-        + f"SCL/HSCL keep NC: {A}; HUCL {sorted(drift)} leave NC: {B}; and are in DC: {D}"
-    )
+        "" if premise else "PREMISE FAILED: the HSCL source is not at NC at epoch 0. "
+    ) + f"SCL/HSCL keep NC: {A}; HUCL {sorted(drift)} leave NC: {B}; and are in DC: {D}"
     return verdict, ev, subs, notes
 
 
@@ -457,7 +477,7 @@ def judge_r4(runs: pd.DataFrame, crit: dict[str, Any]) -> Result:
 
 def judge_r5(runs: pd.DataFrame, crit: dict[str, Any]) -> Result:
     """R5: at each C, every batch size >= 64 at NC and batch 32 hindered (equal steps)."""
-    agg, by = _prepare(runs, crit, exclude=("eval_every", "epochs"))
+    agg, _ = _prepare(runs, crit, exclude=("eval_every", "epochs"))
     small, k = int(crit["small_batch"]), float(crit["margin_stds"])
     if "batch_size" not in agg.columns or not (agg["batch_size"] == small).any():
         return Verdict.NOT_RUN, [], [], f"needs batch size {small} and larger ones"

@@ -26,6 +26,7 @@ free features ``N(0, init_scale^2 / d)`` per coordinate.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 from torch import nn
@@ -187,6 +188,7 @@ class ContrastiveModel(nn.Module):
 def build_model(config, generator: torch.Generator | None = None) -> ContrastiveModel:
     """The :class:`ContrastiveModel` of a ``synthetic.config.RunConfig`` (on the CPU)."""
     d, dtype = config.embed_dim, config.torch_dtype
+    bb: nn.Module
     if config.encoder == "free":
         bb = FreeFeatures(config.num_train, d, init_scale=config.init_scale, generator=generator, dtype=dtype)
     elif config.encoder == "linear":
@@ -316,7 +318,10 @@ class StackedModel(nn.Module):
         if isinstance(bb, StackedFreeFeatures):
             return {"backbone.weight": bb.weight[r].detach().clone()}
         if isinstance(bb, StackedLinear):
-            return {"backbone.weight": bb.weight[r].detach().clone(), "backbone.bias": bb.bias[r, 0].detach().clone()}
+            return {
+                "backbone.weight": bb.weight[r].detach().clone(),
+                "backbone.bias": bb.bias[r, 0].detach().clone(),
+            }
         if isinstance(bb, StackedMLP):
             out = {}
             for i, (w, b) in enumerate(zip(bb.weights, bb.biases, strict=True)):
@@ -343,8 +348,9 @@ def stack_models(models: list[ContrastiveModel]) -> StackedModel:
     shapes = {tuple(tuple(p.shape) for p in m.parameters()) for m in models}
     if len(shapes) != 1:
         raise ValueError(f"models must have identical parameter shapes, got {shapes}")
-    bbs = [m.backbone for m in models]
+    bbs: list[Any] = [m.backbone for m in models]
     kind = kinds.pop()
+    bb: nn.Module
     if kind is FreeFeatures:
         bb = StackedFreeFeatures(_stack([b.weight for b in bbs]).data)
     elif kind is LinearEncoder:

@@ -82,7 +82,11 @@ def batched_contrastive_loss(
         labels: ``(R, B)`` integer labels.
         beta: ``(R,)`` hardness per run (>= 0).
         setting: ``"supervised"`` or ``"unsupervised"``.
-        tau, psi, estimator, num_negatives, margin: as ``theory.hcl.contrastive_loss``.
+        tau: temperature > 0.
+        psi: ``"mean"``, ``"sum"`` or ``"triplet"``.
+        estimator: ``"expectation"`` or ``"sampled"``.
+        num_negatives: K (the sum form's ``log K`` and the sampled draws).
+        margin: triplet margin.
         self_positive: the anchor counts as one of its own positives.
         positive_groups: optional ``(R, B)`` positive ids (see ``contrastive_loss``).
         generators: R generators of the sampled negatives (one per run).
@@ -100,13 +104,17 @@ def batched_contrastive_loss(
     """
     one_of("setting", setting, SETTINGS)
     if z.dim() != 3 or labels.shape != z.shape[:2]:
-        raise ValueError(f"z must be (R, B, d) and labels (R, B), got {tuple(z.shape)} / {tuple(labels.shape)}")
+        raise ValueError(
+            f"z must be (R, B, d) and labels (R, B), got {tuple(z.shape)} / {tuple(labels.shape)}"
+        )
     R = z.shape[0]
     beta = torch.as_tensor(beta, dtype=z.dtype, device=z.device)
     if beta.shape != (R,) or bool((beta < 0).any()):
         raise ValueError(f"beta must be a non-negative (R,) = ({R},) tensor, got {tuple(beta.shape)}")
     if estimator == "expectation" and psi in ("mean", "sum"):
-        return _fused_expectation(z, labels, beta, setting, tau, psi, num_negatives, self_positive, positive_groups)
+        return _fused_expectation(
+            z, labels, beta, setting, tau, psi, num_negatives, self_positive, positive_groups
+        )
     from theory.hcl import contrastive_loss
 
     gens = list(generators) if generators is not None else [None] * R
@@ -194,7 +202,7 @@ class _FusedExpectation(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx: Any, z, pos_mask, allowed, beta, tau, shift, num_pairs):  # noqa: D102
+    def forward(ctx: Any, z, pos_mask, allowed, beta, tau, shift, num_pairs):
         S = torch.bmm(z, z.transpose(1, 2))
         a = S if tau == 1.0 else S / tau
         tilt = beta[:, None, None] * S
@@ -212,7 +220,7 @@ class _FusedExpectation(torch.autograd.Function):
 
     @staticmethod
     @torch.autograd.function.once_differentiable
-    def backward(ctx: Any, grad_out):  # noqa: D102
+    def backward(ctx: Any, grad_out):
         z, u, lse_u, x, posf, num_pairs = ctx.saved_tensors
         scale = (grad_out / num_pairs)[:, None, None]
         sig = torch.sigmoid(x).mul_(posf)
@@ -280,9 +288,11 @@ def step_losses(
             z1 = model.run(r, inputs[r])
             if c.positives == "label":
                 partner = same_class_partners(y_pool[r], idx[r], generator=generators[r])
-                z2 = model.run(r, partner if free else pool_inputs[r][partner])
+                z2 = model.run(r, partner if pool_inputs is None else pool_inputs[r][partner])
             else:
-                noise = noise_like((B, noise_dim), c.noise_std, generator=generators[r], dtype=dtype, device=device)
+                noise = noise_like(
+                    (B, noise_dim), c.noise_std, generator=generators[r], dtype=dtype, device=device
+                )
                 z2 = model.run(r, inputs[r], noise)
             out.append(_two_view_loss(c, z1, z2))
         return torch.stack(out)
@@ -292,12 +302,14 @@ def step_losses(
     else:
         noise = torch.zeros(R, B, noise_dim, dtype=dtype, device=device)
         for r in runs:
-            noise[r] = noise_like((B, noise_dim), cfg.noise_std, generator=generators[r], dtype=dtype, device=device)
+            noise[r] = noise_like(
+                (B, noise_dim), cfg.noise_std, generator=generators[r], dtype=dtype, device=device
+            )
         z = torch.cat([model(inputs), model(inputs, noise)], dim=1)
         y = torch.cat([labels, labels], dim=1)
         groups = torch.arange(B, device=device).repeat(R, 2)
     est = cfg.estimator if estimator is None else estimator
-    settings = [configs[r].setting for r in runs]
+    settings = [str(configs[r].setting) for r in runs]
     losses: list[torch.Tensor | None] = [None] * len(runs)
     for setting in dict.fromkeys(settings):
         pick = [k for k, s in enumerate(settings) if s == setting]

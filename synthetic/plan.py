@@ -77,7 +77,7 @@ def step_flop(config: RunConfig) -> float:
     estimator adds ``40 P K`` for its draws (P ~ B^2 / C + B pairs, K negatives: inverse-CDF
     search and gathers); two-view losses ``8 (2B)^2 d``.
     """
-    B = config.num_train if config.full_batch else config.batch_size
+    B = config.batch
     d, D, h = config.embed_dim, config.input_dim, config.hidden
     if config.encoder == "free":
         enc = 6.0 * B * d
@@ -102,7 +102,9 @@ def stack_gain(config: RunConfig, R: int) -> float:
     if R < 1:
         raise ValueError(f"R must be >= 1, got {R}")
     w = step_flop(config) / OVERHEAD_FLOP
-    per_run_loop = config.method not in HCL_METHODS or config.estimator == "sampled" or config.psi == "triplet"
+    per_run_loop = (
+        config.method not in HCL_METHODS or config.estimator == "sampled" or config.psi == "triplet"
+    )
     if per_run_loop:  # the loss costs one overhead per run in either mode
         return R * (1.0 + w) / (1.0 + R * (0.5 + w))
     return R * (1.0 + w) / (1.0 + R * w)

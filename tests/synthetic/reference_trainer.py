@@ -409,7 +409,11 @@ def _record(config: RunConfig, epoch: int, loss: float, skipped: int, metrics: d
 
 
 def reference_train_run(
-    config: RunConfig, *, progress: bool = False, device: str | torch.device = "cpu", _return_model: bool = False
+    config: RunConfig,
+    *,
+    progress: bool = False,
+    device: str | torch.device = "cpu",
+    _return_model: bool = False,
 ) -> Any:
     """Train one run sequentially and return its per-epoch table (the reference of the engine).
 

@@ -11,16 +11,34 @@ from synthetic import claims
 from synthetic.grids import grid_files, load_grid
 from theory.claims import Claim, Verdict, from_json, to_json
 
-CONFIG = ("method", "beta", "normalization", "encoder", "positives", "batch_size", "num_classes", "init", "seed")
+CONFIG = (
+    "method",
+    "beta",
+    "normalization",
+    "encoder",
+    "positives",
+    "batch_size",
+    "num_classes",
+    "init",
+    "seed",
+)
 BASE = dict(
-    method="SCL", beta=0.0, normalization="ball", encoder="mlp", positives="label", batch_size=512,
-    num_classes=50, init="random",
+    method="SCL",
+    beta=0.0,
+    normalization="ball",
+    encoder="mlp",
+    positives="label",
+    batch_size=512,
+    num_classes=50,
+    init="random",
 )
 NC = dict(etf_mean=0.01, within_class_variation=0.02)
 OFF = dict(etf_mean=0.3, within_class_variation=0.4)
 
 
-def _runs(grid: str, setting: dict, final: dict, init: dict | None = None, seeds: int = 3, jitter: float = 1e-3):
+def _runs(
+    grid: str, setting: dict, final: dict, init: dict | None = None, seeds: int = 3, jitter: float = 1e-3
+):
     """Rows of `seeds` runs: epoch 0 (`init`) and epoch 10 (`final`), metrics jittered per seed."""
     C = setting.get("num_classes", BASE["num_classes"])
     start = {"etf_mean": 0.3, "within_class_variation": 0.9, "rank_1e-2": C - 2.0, "rank_1e-4": C - 1.0}
@@ -32,7 +50,10 @@ def _runs(grid: str, setting: dict, final: dict, init: dict | None = None, seeds
         cfg = {**BASE, **setting, "seed": s}
         key = f"{grid}-{'-'.join(str(cfg[c]) for c in CONFIG)}"
         for epoch, m in ((0, start), (10, end)):
-            vals = {k: (v + jitter * s if k in ("etf_mean", "within_class_variation") else v) for k, v in m.items()}
+            vals = {
+                k: (v + jitter * s if k in ("etf_mean", "within_class_variation") else v)
+                for k, v in m.items()
+            }
             out.append({"grid": grid, **{c: cfg[c] for c in CONFIG}, "run_key": key, "epoch": epoch, **vals})
     return out
 
@@ -141,7 +162,9 @@ def _s3(etfs: dict[float, float], wcv: float = 0.3, collision: bool = True, **se
     for b, e in etfs.items():
         extra = {"collision": 0.1 + b / 100, "collision_nc": 0.1 + b / 50} if collision else {}
         out += _runs(
-            g, dict(method="HUCL" if b > 0 else "UCL", beta=b, **setting), dict(etf_mean=e, within_class_variation=wcv, **extra)
+            g,
+            dict(method="HUCL" if b > 0 else "UCL", beta=b, **setting),
+            dict(etf_mean=e, within_class_variation=wcv, **extra),
         )
     return out
 
@@ -174,7 +197,9 @@ def _s4(norm: str, beta: float, rank: float, nc: bool = False):
 
 
 def test_s4_verdicts_at_two_thresholds_and_the_abstract():
-    dc_all = _table(_s4("none", 0.0, 10.0), _s4("none", 10.0, 12.0), _s4("ball", 0.0, 10.0), _s4("ball", 10.0, 48.0))
+    dc_all = _table(
+        _s4("none", 0.0, 10.0), _s4("none", 10.0, 12.0), _s4("ball", 0.0, 10.0), _s4("ball", 10.0, 48.0)
+    )
     rec = _verdict(dc_all, "S4")
     assert rec.verdict is Verdict.REPRODUCED
     assert "verdict at 0.01: REPRODUCED; at 0.0001: REPRODUCED" in rec.notes
@@ -233,7 +258,11 @@ def test_r4_verdicts():
 
 
 def _r5(C: int, b: int, final: dict):
-    return _runs("r5_batch_size", dict(method="HSCL", beta=10.0, batch_size=b, num_classes=C, encoder="free"), {**final, "steps": 1500})
+    return _runs(
+        "r5_batch_size",
+        dict(method="HSCL", beta=10.0, batch_size=b, num_classes=C, encoder="free"),
+        {**final, "steps": 1500},
+    )
 
 
 def test_r5_verdicts():
@@ -257,7 +286,15 @@ def test_not_run_records_and_frame_views():
     assert all(r.verdict is Verdict.NOT_RUN and "--results R" in r.command and r.criterion for r in recs)
     t = _table(_runs("s1_scl_hscl_nc", dict(encoder="free"), NC))
     frame = claims.evaluate_claims(t)
-    assert list(frame.columns) == ["claim", "grid", "statement", "n_runs", "measured", "verdict", "record_verdict"]
+    assert list(frame.columns) == [
+        "claim",
+        "grid",
+        "statement",
+        "n_runs",
+        "measured",
+        "verdict",
+        "record_verdict",
+    ]
     row = frame.set_index("claim").loc["S1"]
     assert row["verdict"] == "reproduced" and "etf_mean = 0.011 ± 0.001" in row["measured"]
     assert frame.set_index("claim").loc["S2", "verdict"] == "no data"

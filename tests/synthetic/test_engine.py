@@ -11,7 +11,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-import torch
 
 from synthetic.config import RunConfig
 from synthetic.engine import ENGINE_COLUMNS, metric_columns, train_runs
@@ -38,7 +37,9 @@ def _family(base: RunConfig, family: str) -> list[RunConfig]:
     return [base.replace(method=family, seed=s) for s in range(3)]
 
 
-def assert_matches_reference(got: list[pd.DataFrame], configs: list[RunConfig], float32: bool = False) -> None:
+def assert_matches_reference(
+    got: list[pd.DataFrame], configs: list[RunConfig], float32: bool = False
+) -> None:
     for c, g in zip(configs, got):
         ref = reference_train_run(c)
         cfg_cols = list(c.to_dict())
@@ -63,7 +64,13 @@ def assert_matches_reference(got: list[pd.DataFrame], configs: list[RunConfig], 
 @pytest.mark.parametrize("positives", ["label", "noise"])
 def test_engine_equals_reference_hcl_family(encoder, estimator, positives):
     base = RunConfig(
-        encoder=encoder, estimator=estimator, positives=positives, batch_size=8, depth=2, num_negatives=5, **SMALL
+        encoder=encoder,
+        estimator=estimator,
+        positives=positives,
+        batch_size=8,
+        depth=2,
+        num_negatives=5,
+        **SMALL,
     )
     cfgs = _family(base, "hcl")  # SCL, HSCL, UCL and HUCL in one stack
     assert_matches_reference(train_runs(cfgs), cfgs)
@@ -100,16 +107,36 @@ def test_engine_float32_within_tolerance():
 
 # ----------------------------------------------------------------------------- skipped steps
 
-SKIP = dict(num_classes=2, d=4, n_per_class=3, n_test_per_class=2, input_dim=4, hidden=6, batch_size=2, epochs=6, lr=0.05, dtype="float64")
+SKIP = dict(
+    num_classes=2,
+    d=4,
+    n_per_class=3,
+    n_test_per_class=2,
+    input_dim=4,
+    hidden=6,
+    batch_size=2,
+    epochs=6,
+    lr=0.05,
+    dtype="float64",
+)
 
 
 @pytest.mark.parametrize(
     "kwargs",
-    [dict(encoder="free"), dict(encoder="linear", positives="noise"), dict(encoder="mlp", estimator="sampled", num_negatives=3)],
+    [
+        dict(encoder="free"),
+        dict(encoder="linear", positives="noise"),
+        dict(encoder="mlp", estimator="sampled", num_negatives=3),
+    ],
 )
 def test_engine_skips_steps_like_the_reference(kwargs):
     base = RunConfig(method="SCL", **SKIP, **kwargs)
-    cfgs = [base, base.replace(seed=1), base.replace(method="HSCL", beta=2.0, seed=2), base.replace(method="HSCL", beta=5.0, seed=3)]
+    cfgs = [
+        base,
+        base.replace(seed=1),
+        base.replace(method="HSCL", beta=2.0, seed=2),
+        base.replace(method="HSCL", beta=5.0, seed=3),
+    ]
     got = train_runs(cfgs)
     skipped = [tuple(t["skipped_steps"]) for t in got]
     assert sum(map(sum, skipped)) > 0 and len(set(skipped)) > 1  # runs skip at different steps
@@ -126,7 +153,9 @@ def test_engine_raises_on_an_all_skipped_epoch():
 
 
 def test_max_steps_budget_matches_reference_and_counts_steps():
-    base = RunConfig(method="HSCL", beta=2.0, batch_size=8, max_steps=7, **{**SMALL, "epochs": 99, "eval_every": 1})
+    base = RunConfig(
+        method="HSCL", beta=2.0, batch_size=8, max_steps=7, **{**SMALL, "epochs": 99, "eval_every": 1}
+    )
     cfgs = [base, base.replace(seed=1)]
     got = train_runs(cfgs)
     assert_matches_reference(got, cfgs)
@@ -139,7 +168,10 @@ def test_max_steps_budget_matches_reference_and_counts_steps():
 
 def test_near_nc_init_continues_from_the_source_with_a_fresh_adam(tmp_path):
     base = RunConfig(init="nc", init_epochs=5, batch_size=0, **SMALL)
-    cfgs = [base.replace(method=m, beta=b, seed=s) for s, (m, b) in enumerate([("SCL", 0.0), ("HUCL", 5.0), ("UCL", 0.0)])]
+    cfgs = [
+        base.replace(method=m, beta=b, seed=s)
+        for s, (m, b) in enumerate([("SCL", 0.0), ("HUCL", 5.0), ("UCL", 0.0)])
+    ]
     got = train_runs(cfgs, state_dir=tmp_path)
     assert_matches_reference(got, cfgs)
     src = cfgs[0].source_config()
@@ -174,7 +206,13 @@ def test_near_nc_init_continues_from_the_source_with_a_fresh_adam(tmp_path):
 
 @pytest.mark.parametrize("normalization", ["sphere", "ball", "none"])
 def test_diverging_run_raises_and_is_never_recorded(normalization):
-    cfg = RunConfig(method="HSCL", beta=2.0, encoder="mlp", normalization=normalization, **{**SMALL, "lr": 1e30, "dtype": "float32"})
+    cfg = RunConfig(
+        method="HSCL",
+        beta=2.0,
+        encoder="mlp",
+        normalization=normalization,
+        **{**SMALL, "lr": 1e30, "dtype": "float32"},
+    )
     with pytest.raises(FloatingPointError, match="non-finite"):
         train_runs([cfg, cfg.replace(seed=1)])
 
@@ -202,7 +240,9 @@ def test_engine_columns_spectrum_ranks_collision():
     for c, t in zip(cfgs, got):
         assert list(t.columns[-len(metric_columns(c)) :]) == metric_columns(c)
         assert set(ENGINE_COLUMNS) <= set(t.columns)
-        assert [f"spectrum_{i}" for i in range(3)] == [x for x in t.columns if x.startswith("spectrum_") and x[9:].isdigit()]
+        assert [f"spectrum_{i}" for i in range(3)] == [
+            x for x in t.columns if x.startswith("spectrum_") and x[9:].isdigit()
+        ]
         np.testing.assert_allclose(t["spectrum_2"], t["spectrum_min"])
         assert (t["spectrum_0"] == 0).all() and t["rank_1e-2"].between(0, 3).all()
         if c.setting == "unsupervised":

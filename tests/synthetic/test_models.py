@@ -49,7 +49,10 @@ def test_linear_and_mlp_match_loop_references(dtype, torch_gen):
     xs = x.double().numpy()
     ref = np.zeros((5, 3))
     for i in range(5):
-        h = [max(0.0, sum(xs[i, k] * p["weights.0"][k, j] for k in range(6)) + p["biases.0"][j]) for j in range(4)]
+        h = [
+            max(0.0, sum(xs[i, k] * p["weights.0"][k, j] for k in range(6)) + p["biases.0"][j])
+            for j in range(4)
+        ]
         for j in range(3):
             ref[i, j] = sum(h[k] * p["weights.1"][k, j] for k in range(4)) + p["biases.1"][j]
     np.testing.assert_allclose(mlp(x).detach().double().numpy(), ref, atol=tol)

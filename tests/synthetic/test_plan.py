@@ -30,7 +30,11 @@ def test_stack_key_families():
 
 def test_plan_groups_every_config_once_and_keeps_sources_together():
     base = RunConfig(num_classes=4, init="nc", init_epochs=2)
-    runs = [base.replace(method=m, beta=b, seed=s) for s in range(3) for m, b in (("SCL", 0.0), ("HSCL", 2.0), ("HUCL", 5.0))]
+    runs = [
+        base.replace(method=m, beta=b, seed=s)
+        for s in range(3)
+        for m, b in (("SCL", 0.0), ("HSCL", 2.0), ("HUCL", 5.0))
+    ]
     groups = plan(runs, max_stack=4)
     assert sorted(c.key() for g in groups for c in g.configs) == sorted(c.key() for c in runs)
     for g in groups:  # a source's runs never split; one source per chunk here (3 + 3 > 4)
