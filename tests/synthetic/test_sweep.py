@@ -46,9 +46,15 @@ def test_sweep_reports_failures_and_retries(tmp_path):
     grid = grids.load_grid(tiny_spec())
     s = sw.run_sweep(grid, tmp_path, runner=failing_run, progress=False)
     assert len(s.failures) == 6 and s.n_done == 12 and not s.ok
-    assert all("boom" in tb for tb in s.failures.values())
+    assert all(info["reason"] == "boom" and "RuntimeError" in info["traceback"] for info in s.failures.values())
+    assert sorted(p.stem for p in (tmp_path / "failures").glob("*.json")) == sorted(s.failures)
+    # a later sweep does not retry recorded failures unless asked
     s = sw.run_sweep(grid, tmp_path, runner=fake_run, progress=False)
+    assert (s.n_done, s.n_skipped, len(s.failed_before), s.ok) == (0, 12, 6, False)
+    assert "6 failed before (not retried: --retry-failed)" in s.format()
+    s = sw.run_sweep(grid, tmp_path, runner=fake_run, progress=False, retry_failed=True)
     assert (s.n_done, s.n_skipped, s.ok) == (6, 12, True)
+    assert not list((tmp_path / "failures").glob("*.json"))  # a success clears its failure record
 
 
 def test_sweep_parallel_processes_same_table(tmp_path):
@@ -204,7 +210,7 @@ def test_failing_stack_falls_back_to_single_runs(tmp_path):
         progress=False,
     )
     assert s.n_done == 12 and sorted(s.failures) == sorted(c.key() for c in grid.configs if c.seed == 1)
-    assert all("boom" in tb and "stack boom" in tb for tb in s.failures.values())
+    assert all(i["reason"].endswith("boom") and "stack boom" in i["reason"] for i in s.failures.values())
     # the stack fails, every run succeeds alone: all stored, same table as single runs
     s = sw.run_sweep(
         grid,
