@@ -144,8 +144,12 @@ def _no_results_error(base: Path) -> FileNotFoundError:
         names = sorted(q.name for q in deeper if q.parent == best)
         shown = ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
         return FileNotFoundError(
-            f"no results directly under {base}: the grid folders are one level down, in {best} "
-            f"({len(names)}: {shown}); give {best} instead"
+            f"no results directly under {base}: the grid folders are in {best} ({len(names)}: {shown}); "
+            f"give {best} instead"
+        )
+    if base.name == RUNS_SUBDIR:
+        return FileNotFoundError(
+            f"no results under {base}: this is a runs folder; give its parent {base.parent}"
         )
     return FileNotFoundError(
         f"no results under {base}: expected {base / RUNS_SUBDIR} or sub-folders <grid>/{RUNS_SUBDIR}"

@@ -282,11 +282,12 @@ def check_run_file(path: str | os.PathLike) -> RunCheck:
             return RunCheck(path, key, True, "", sha, True)
         n_rows = max(data.count(b"\n") - 1, 0)
         if len(data) < want_bytes:
-            last = (
-                f"; it ends inside the row after epoch {epochs[n_rows - 1]}"
-                if 0 < n_rows <= len(epochs)
-                else ""
-            )
+            last = ""
+            if 0 < n_rows <= len(epochs):
+                cut = (
+                    "its last complete row" if data.endswith(b"\n") else "it is cut mid-line after the row of"
+                )
+                last = f"; {cut} epoch {epochs[n_rows - 1]}"
             return bad(
                 f"incomplete: {len(data)} of {want_bytes} bytes, {n_rows} of {rows} complete rows "
                 f"(epochs {_epochs_text(epochs)} expected){last}",
@@ -306,15 +307,21 @@ def _check_unrecorded(data: bytes, key: str) -> str:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         return "not a run file: not UTF-8 text"
+    if "\x00" in text:
+        return "not a run file: binary data"
+    try:
+        header = next(csv.reader(io.StringIO(text.split("\n", 1)[0])), [])
+    except csv.Error as exc:
+        return f"not a run file: not a CSV ({exc})"
+    if RUN_KEY not in header or EPOCH not in header:
+        return f"not a run file: no {RUN_KEY!r} and {EPOCH!r} columns (columns {header[:6]})"
     if not text.endswith("\n"):
         return "incomplete: the last line is cut (no final newline)"
     try:
         rows = list(csv.reader(io.StringIO(text)))
     except csv.Error as exc:
-        return f"not a run file: not a CSV ({exc})"
-    header, body = rows[0], rows[1:]
-    if RUN_KEY not in header or EPOCH not in header:
-        return f"not a run file: no {RUN_KEY!r} and {EPOCH!r} columns (columns {header[:6]})"
+        return f"corrupt: not a CSV ({exc})"
+    body = rows[1:]
     if not body:
         return "incomplete: a header without rows"
     for i, r in enumerate(body, start=2):

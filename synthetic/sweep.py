@@ -110,7 +110,7 @@ class SweepSummary:
         if self.quarantined:
             lines.append(
                 f"set aside {len(self.quarantined)} incomplete, corrupt or foreign run file(s) in "
-                f"{self.results_dir / store.QUARANTINE_SUBDIR} (rerun now unless failed):"
+                f"{self.results_dir / store.QUARANTINE_SUBDIR}; the grid's runs among them were trained again:"
             )
             lines.extend(f"  {q}" for q in self.quarantined)
         if self.adopted:
@@ -488,7 +488,8 @@ def _sweep_locked(
                 n_done += 1
             bar.advance(info is None)
 
-    args = (opt["runner"], s_runner, opt["threads"])
+    # resolved here, not in the workers, so that they run what this process would run
+    args = (opt["runner"] or _default_runner(), s_runner, opt["threads"])
     target = opt["cluster"] if opt["cluster"] is not None else opt["scheduler"]
     try:
         if tasks:
