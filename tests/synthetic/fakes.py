@@ -113,7 +113,7 @@ def hold_lock_cmd(folder: Path, seconds: float) -> list[str]:
     """A subprocess that takes ``folder``'s sweep lock, prints "locked", and sleeps ``seconds``."""
     code = (
         f"import sys, time; sys.path.insert(0, {str(ROOT)!r}); from synthetic.locking import SweepLock;"
-        f"lock = SweepLock({str(folder)!r}).acquire(); print('locked', flush=True); time.sleep({seconds})"
+        f"lock = SweepLock({str(folder)!r}).acquire(); print('locked', flush=True); time.sleep({seconds}); lock.release()"
     )
     return [sys.executable, "-c", code]
 

@@ -210,7 +210,7 @@ def test_complete_run_files_of_an_older_store_are_kept_and_given_a_record(tmp_pa
     "name, content, why",
     [
         ("empty.csv", "", "empty file"),
-        ("garbage.csv", "\x00\x01garbage,,\n\"unclosed", "not a run file"),
+        ("garbage.csv", '\x00\x01garbage,,\n"unclosed', "not a run file"),
         ("notes.csv", "a,b\n1,2\n", "no 'run_key'"),
         ("0123456789abcdef.csv", None, "not a run file of run 0123456789abcdef"),
     ],
