@@ -24,7 +24,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
 from synthetic.errors import SchedulerUnreachable
@@ -59,7 +59,7 @@ def watch_parent(parent_pid: int, poll: float = PARENT_POLL_S) -> None:
     threading.Thread(target=_watch, name="watch-parent", daemon=True).start()
 
 
-def local_results(fn: Callable, tasks: Sequence, args: tuple, n_jobs: int) -> Iterator[Any]:
+def local_results(fn: Callable, tasks: Sequence, args: tuple, n_jobs: int) -> Generator[Any, None, None]:
     """Yield ``fn(task, *args)`` for every task, in completion order, on ``n_jobs`` processes.
 
     ``n_jobs == 1`` runs in this process. Closing the generator early terminates the workers.
@@ -111,7 +111,7 @@ def dask_results(
     *,
     connect_timeout: float = 10.0,
     name: Callable[[Any, int], str] | None = None,
-) -> Iterator[Any]:
+) -> Generator[Any, None, None]:
     """Yield ``fn(task, *args)`` for every task, in completion order, on a dask cluster.
 
     Args:

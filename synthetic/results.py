@@ -119,7 +119,7 @@ def find_result_folders(base: str | os.PathLike, max_depth: int = 3) -> list[Pat
     found: list[Path] = []
     level = [root] if root.is_dir() else []
     for _ in range(max_depth + 1):
-        nxt = []
+        nxt: list[Path] = []
         for d in level:
             if (d / RUNS_SUBDIR).is_dir():
                 found.append(d)

@@ -226,7 +226,7 @@ def _execute_inner(task: list, keys: list, runner: Callable | None, stacked_runn
             frames = list(stacked_runner(list(task)))
             if len(frames) != len(task):
                 raise RuntimeError(f"stacked runner returned {len(frames)} frames for {len(task)} configs")
-            out = []
+            out: list[tuple[str, Any, Any]] = []
             for c, k, f in zip(task, keys, frames, strict=True):
                 if isinstance(f, BaseException):
                     out.append((k, None, describe_failure(f)))
