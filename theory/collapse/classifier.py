@@ -23,7 +23,7 @@ import torch
 
 from theory.collapse._inputs import F64, ArrayLike, features, vector
 from theory.collapse.standard import _gram_etf_distance
-from theory.collapse.stats import _class_means_input, _global_mean
+from theory.collapse.stats import _centred_means, _class_means_input, _vanishes
 from theory.validation import one_of
 
 __all__ = ["nc3_self_duality", "nc3_self_duality_zhu", "nc4_ncc_agreement", "ncm_classifier"]
@@ -47,11 +47,6 @@ def _centre_scores(x: torch.Tensor, mu: torch.Tensor, similarity: str) -> torch.
     if similarity == "dot":
         return x @ mu.T
     return -torch.cdist(x, mu, compute_mode="donot_use_mm_for_euclid_dist")
-
-
-def _centred_means(mu: object, global_mean: object) -> torch.Tensor:
-    m = _class_means_input(mu)
-    return m - _global_mean(m, global_mean)
 
 
 def nc3_self_duality(W: ArrayLike, mu: ArrayLike, global_mean: ArrayLike | float | None = None) -> float:
@@ -78,13 +73,11 @@ def nc3_self_duality(W: ArrayLike, mu: ArrayLike, global_mean: ArrayLike | float
     Raises:
         ValueError: bad shapes, NaN/inf, fewer than 2 classes, ``W = 0`` or all centred means zero.
     """
-    c = _centred_means(mu, global_mean)
+    c = _centred_means(mu, global_mean, "NC3 self-duality")
     w = _weights(W, tuple(c.shape), c.device)
     nw, nm = torch.linalg.matrix_norm(w), torch.linalg.matrix_norm(c)
     if not float(nw) > 0:
         raise ValueError("W is zero; NC3 self-duality is undefined")
-    if not float(nm) > 0:
-        raise ValueError("mu: every centred class mean is zero; NC3 self-duality is undefined")
     return float(torch.linalg.matrix_norm(w / nw - c / nm) ** 2)
 
 
@@ -108,11 +101,16 @@ def nc3_self_duality_zhu(W: ArrayLike, mu: ArrayLike, global_mean: ArrayLike | f
         ``W`` ``(C, d)``, ``mu`` ``(C, d)`` -> float.
 
     Raises:
-        ValueError: bad shapes, NaN/inf, fewer than 2 classes, or ``W M~^T = 0``.
+        ValueError: bad shapes, NaN/inf, fewer than 2 classes, all centred means zero, or
+            ``W M~^T = 0`` (``W`` orthogonal to the means), to working precision.
     """
-    c = _centred_means(mu, global_mean)
+    c = _centred_means(mu, global_mean, "Zhu et al.'s NC3")
     w = _weights(W, tuple(c.shape), c.device)
-    return _gram_etf_distance(w @ c.T, "W", "W M~^T")
+    g = w @ c.T
+    scale = float(torch.linalg.matrix_norm(w)) * float(torch.linalg.matrix_norm(c))
+    if _vanishes(g, scale, c.shape[1]):
+        raise ValueError("W: W M~^T is zero (to working precision); Zhu et al.'s NC3 is undefined")
+    return _gram_etf_distance(g, "W", "W M~^T")
 
 
 def ncm_classifier(

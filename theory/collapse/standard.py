@@ -17,11 +17,11 @@ import torch
 from theory.collapse._inputs import EPS64, F64, ArrayLike
 from theory.collapse.stats import (
     ClassStats,
-    _class_means_input,
-    _global_mean,
+    _centred_means,
     _offdiag,
     _require_complete,
     _unit_rows,
+    _vanishes,
     between_class_covariance_from_stats,
     class_stats,
     within_class_covariance_from_stats,
@@ -86,7 +86,8 @@ def nc1_from_stats(stats: ClassStats, rtol: float | None = None) -> float:
 
 
 def _nc1_stats(stats: ClassStats, rtol: float | None, name: str) -> float:
-    if bool((stats.means == stats.means[0]).all()):
+    C, d = stats.means.shape
+    if _vanishes(stats.means - stats.global_mean, float(torch.linalg.vector_norm(stats.means)), max(C, d)):
         raise ValueError(
             f"{name}: all class means coincide (Sigma_B = 0); NC1 = Tr(Sigma_W Sigma_B^+)/C needs "
             "rank(Sigma_B) >= 1"
@@ -181,11 +182,6 @@ def nc1_cdnv(z: ArrayLike, labels: ArrayLike, num_classes: int | None = None) ->
     return _cdnv(st.means, st.class_variances)
 
 
-def _centred(mu: object, global_mean: object) -> torch.Tensor:
-    m = _class_means_input(mu)
-    return m - _global_mean(m, global_mean)
-
-
 def nc2_equinorm(mu: ArrayLike, global_mean: ArrayLike | float | None = None) -> float:
     """NC2 equinorm: coefficient of variation of the centred class-mean norms ("standard").
 
@@ -210,16 +206,12 @@ def nc2_equinorm(mu: ArrayLike, global_mean: ArrayLike | float | None = None) ->
         ValueError: bad shapes, NaN/inf, fewer than 2 classes, or all centred norms zero (the
             ratio is undefined).
     """
-    c = _centred(mu, global_mean)
-    norms = torch.linalg.vector_norm(c, dim=1)
-    avg = norms.mean()
-    if not float(avg) > 0:
-        raise ValueError("mu: every centred class mean is zero; the equinorm ratio is undefined")
-    return float(norms.std(correction=1) / avg)
+    norms = torch.linalg.vector_norm(_centred_means(mu, global_mean, "the equinorm ratio"), dim=1)
+    return float(norms.std(correction=1) / norms.mean())
 
 
-def _centred_cosines(mu: object, global_mean: object) -> torch.Tensor:
-    u = _unit_rows(_centred(mu, global_mean))
+def _centred_cosines(mu: object, global_mean: object, what: str) -> torch.Tensor:
+    u = _unit_rows(_centred_means(mu, global_mean, what))
     return u @ u.T
 
 
@@ -241,9 +233,9 @@ def nc2_equiangularity(mu: ArrayLike, global_mean: ArrayLike | float | None = No
         ``mu`` ``(C, d)`` -> float.
 
     Raises:
-        ValueError: bad shapes, NaN/inf, fewer than 2 classes.
+        ValueError: bad shapes, NaN/inf, fewer than 2 classes, all centred means zero.
     """
-    return float(_offdiag(_centred_cosines(mu, global_mean)).std(correction=1))
+    return float(_offdiag(_centred_cosines(mu, global_mean, "equiangularity")).std(correction=1))
 
 
 def nc2_max_angle(mu: ArrayLike, global_mean: ArrayLike | float | None = None) -> float:
@@ -264,9 +256,9 @@ def nc2_max_angle(mu: ArrayLike, global_mean: ArrayLike | float | None = None) -
         ``mu`` ``(C, d)`` -> float.
 
     Raises:
-        ValueError: bad shapes, NaN/inf, fewer than 2 classes.
+        ValueError: bad shapes, NaN/inf, fewer than 2 classes, all centred means zero.
     """
-    cos = _centred_cosines(mu, global_mean)
+    cos = _centred_cosines(mu, global_mean, "the maximal-angle measure")
     C = cos.shape[0]
     return float(_offdiag(cos + 1.0 / (C - 1)).abs().mean())
 
@@ -306,5 +298,5 @@ def etf_error(mu: ArrayLike, global_mean: ArrayLike | float | None = None) -> fl
     Raises:
         ValueError: bad shapes, NaN/inf, fewer than 2 classes, or all centred means zero.
     """
-    c = _centred(mu, global_mean)
-    return _gram_etf_distance(c @ c.T, "mu", "every centred class mean")
+    c = _centred_means(mu, global_mean, "the ETF error")
+    return _gram_etf_distance(c @ c.T, "mu", "M~ M~^T")

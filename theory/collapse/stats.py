@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from theory.collapse._inputs import F64, ArrayLike, as_tensor, batch, features, labels_of, vector
+from theory.collapse._inputs import EPS64, F64, ArrayLike, as_tensor, batch, features, labels_of, vector
 from theory.validation import real
 
 __all__ = [
@@ -328,6 +328,28 @@ def _global_mean(mu: torch.Tensor, global_mean: object) -> torch.Tensor:
     if global_mean is None:
         return mu.mean(dim=0)
     return vector(global_mean, "global_mean", mu.shape[1], mu.device)
+
+
+def _vanishes(x: torch.Tensor, scale: float, n: int) -> bool:
+    """``||x||_F <= n * eps_float64 * scale``: zero to working precision (exact zero included)."""
+    return not float(torch.linalg.vector_norm(x)) > n * EPS64 * scale
+
+
+def _centred_means(mu: object, global_mean: object, what: str) -> torch.Tensor:
+    """Validated class means ``(C, d)``, ``C >= 2``, minus the centre (:func:`_global_mean`).
+
+    Raises ``ValueError`` naming ``mu`` when every centred mean is zero to working precision
+    (``||M~||_F <= max(C, d) eps (||M||_F + sqrt(C) ||mu_G||)``: the round-off of the centring),
+    where ``what`` is undefined.
+    """
+    m = _class_means_input(mu)
+    g = _global_mean(m, global_mean)
+    c = m - g
+    C, d = m.shape
+    scale = float(torch.linalg.vector_norm(m)) + C**0.5 * float(torch.linalg.vector_norm(g))
+    if _vanishes(c, scale, max(C, d)):
+        raise ValueError(f"mu: every centred class mean is zero (to working precision); {what} is undefined")
+    return c
 
 
 _check_floor = functools.partial(real, "floor", lo=0, hi=1, hi_open=True)

@@ -236,6 +236,15 @@ def test_label_arguments_are_validated(cid, fn, name, kind, bad, num_classes, me
         (lambda: nc4_ncc_agreement(W, Z, MU, b=B[:2]), r"^b must have shape \(3,\)"),
         (lambda: nc3_self_duality(np.zeros((3, 3)), MU), r"^W is zero"),
         (lambda: nc3_self_duality(W, np.ones((3, 3))), r"^mu: every centred class mean is zero"),
+        (lambda: nc2_equinorm(np.ones((3, 3))), r"^mu: every centred class mean is zero"),
+        (lambda: nc2_equiangularity(np.ones((3, 3))), r"^mu: every centred class mean is zero"),
+        (lambda: nc2_max_angle(np.ones((3, 3))), r"^mu: every centred class mean is zero"),
+        (lambda: etf_error(np.full((3, 3), 0.1)), r"^mu: every centred class mean is zero"),
+        # means one ulp apart are equal to working precision: Sigma_B = 0, NC1 undefined
+        (
+            lambda: nc1(np.repeat([[0.1], [np.nextafter(0.1, 1)]], 3, axis=0), [0, 0, 0, 1, 1, 1]),
+            r"^z: all class means",
+        ),
         (lambda: nc3_self_duality_zhu(np.zeros((3, 3)), MU), r"^W: W M~\^T is zero"),
         (lambda: etf_error(MU, global_mean=np.zeros(4)), r"^global_mean must have shape \(3,\)"),
         (lambda: ncm_classifier(MU, similarity="cosine"), r"^similarity must be one of"),
