@@ -39,7 +39,7 @@ def paper_conditions(mu: ArrayLike) -> dict[str, float]:
     * ``etf_max``   = max over the same pairs (P3, the notebook's ``std_*``, not plotted)
 
     Uncentred, exactly as the authors' ``Visualization.ipynb`` (Jiang et al., arXiv 2311.05139;
-    docs/metrics.md#unit_norm, #zero_sum, #etf_mean-and-etf_max); the standard, centred NC2
+    docs/metrics.md#paper-variant); the standard, centred NC2
     counterparts are :func:`nc2_equiangularity` / :func:`nc2_max_angle`. A class mean that is
     exactly zero has cosine 0 with every other mean (convention; the notebook would produce NaN).
 
