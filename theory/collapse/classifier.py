@@ -21,9 +21,8 @@ from typing import Literal
 
 import torch
 
+from theory.collapse._geometry import centred_means, class_means_input, gram_etf_distance, vanishes
 from theory.collapse._inputs import F64, ArrayLike, features, vector
-from theory.collapse.standard import _gram_etf_distance
-from theory.collapse.stats import _centred_means, _class_means_input, _vanishes
 from theory.validation import one_of
 
 __all__ = ["nc3_self_duality", "nc3_self_duality_zhu", "nc4_ncc_agreement", "ncm_classifier"]
@@ -73,7 +72,7 @@ def nc3_self_duality(W: ArrayLike, mu: ArrayLike, global_mean: ArrayLike | float
     Raises:
         ValueError: bad shapes, NaN/inf, fewer than 2 classes, ``W = 0`` or all centred means zero.
     """
-    c = _centred_means(mu, global_mean, "NC3 self-duality")
+    c = centred_means(mu, global_mean, "NC3 self-duality")
     w = _weights(W, tuple(c.shape), c.device)
     nw, nm = torch.linalg.matrix_norm(w), torch.linalg.matrix_norm(c)
     if not float(nw) > 0:
@@ -104,13 +103,13 @@ def nc3_self_duality_zhu(W: ArrayLike, mu: ArrayLike, global_mean: ArrayLike | f
         ValueError: bad shapes, NaN/inf, fewer than 2 classes, all centred means zero, or
             ``W M~^T = 0`` (``W`` orthogonal to the means), to working precision.
     """
-    c = _centred_means(mu, global_mean, "Zhu et al.'s NC3")
+    c = centred_means(mu, global_mean, "Zhu et al.'s NC3")
     w = _weights(W, tuple(c.shape), c.device)
     g = w @ c.T
     scale = float(torch.linalg.matrix_norm(w)) * float(torch.linalg.matrix_norm(c))
-    if _vanishes(g, scale, c.shape[1]):
+    if vanishes(g, scale, c.shape[1]):
         raise ValueError("W: W M~^T is zero (to working precision); Zhu et al.'s NC3 is undefined")
-    return _gram_etf_distance(g, "W", "W M~^T")
+    return gram_etf_distance(g, "W", "W M~^T")
 
 
 def ncm_classifier(
@@ -136,7 +135,7 @@ def ncm_classifier(
         ValueError: bad ``similarity``, bad shapes, NaN/inf.
     """
     one_of("similarity", similarity, SIMILARITIES)
-    m = _class_means_input(mu, min_classes=1)
+    m = class_means_input(mu, min_classes=1)
     if similarity == "euclidean":
         b = -0.5 * (m * m).sum(dim=1)
     else:
@@ -170,7 +169,7 @@ def nc4_ncc_agreement(W: ArrayLike, z: ArrayLike, mu: ArrayLike, b: ArrayLike | 
             ``b`` not ``(C,)``), NaN/inf, fewer than 2 classes.
     """
     zt = features(z, "z")
-    m = _class_means_input(mu).to(zt.device)
+    m = class_means_input(mu).to(zt.device)
     if m.shape[1] != zt.shape[1]:
         raise ValueError(f"z has dimension d = {zt.shape[1]} but mu has d = {m.shape[1]}")
     w = _weights(W, tuple(m.shape), zt.device)

@@ -12,18 +12,10 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
+from theory.collapse._geometry import class_means_input, offdiag, unit_rows
 from theory.collapse._inputs import F64, ArrayLike, batch, features, labels_of
 from theory.collapse.classifier import _CHUNK, SIMILARITIES, _centre_scores
-from theory.collapse.stats import (
-    SPECTRUM_FLOOR,
-    _check_floor,
-    _class_means_input,
-    _distance_sums,
-    _offdiag,
-    _require_complete,
-    _stats_of,
-    _unit_rows,
-)
+from theory.collapse.stats import SPECTRUM_FLOOR, _check_floor, _distance_sums, _require_complete, _stats_of
 from theory.validation import integer, one_of
 
 __all__ = ["paper_conditions", "within_class_variation", "class_mean_spectrum", "ncm_accuracy"]
@@ -55,13 +47,13 @@ def paper_conditions(mu: ArrayLike) -> dict[str, float]:
     Raises:
         ValueError: ``mu`` not 2-D, fewer than 2 rows, or non-finite (a missing class's NaN row).
     """
-    m = _class_means_input(mu)
+    m = class_means_input(mu)
     C = m.shape[0]
     norms = torch.linalg.vector_norm(m, dim=1)
     unit_norm = (norms - 1.0).abs().mean()
     zero_sum = torch.linalg.vector_norm(m.mean(dim=0))
-    u = _unit_rows(m)
-    dev = _offdiag(u @ u.T + 1.0 / (C - 1)).abs()
+    u = unit_rows(m)
+    dev = offdiag(u @ u.T + 1.0 / (C - 1)).abs()
     return {
         "unit_norm": float(unit_norm),
         "zero_sum": float(zero_sum),
@@ -137,7 +129,7 @@ def class_mean_spectrum(
         ValueError: ``mu`` not 2-D, fewer than 2 rows, non-finite, or a bad ``floor``.
     """
     floor = _check_floor(floor)
-    m = _class_means_input(mu)
+    m = class_means_input(mu)
     C, d = m.shape
     centred = m - m.mean(dim=0, keepdim=True)
     s = torch.linalg.svdvals(centred).cpu().numpy()

@@ -10,8 +10,9 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
+from theory.collapse._geometry import unit_rows
 from theory.collapse._inputs import ArrayLike, features
-from theory.collapse.stats import SPECTRUM_FLOOR, _check_floor, _unit_rows
+from theory.collapse.stats import SPECTRUM_FLOOR, _check_floor
 from theory.validation import real
 
 __all__ = ["RANKME_EPS", "effective_rank", "rankme", "erank_cov", "embedding_spectrum"]
@@ -145,7 +146,7 @@ def embedding_spectrum(
     zt = features(z, "z", min_rows=2)
     N, d = zt.shape
     if normalize:
-        zt = _unit_rows(zt)
+        zt = unit_rows(zt)
     s = torch.linalg.svdvals(zt - zt.mean(dim=0, keepdim=True)).cpu().numpy()
     sigma = np.zeros(d, dtype=np.float64)
     sigma[: s.shape[0]] = s**2 / (N - 1)

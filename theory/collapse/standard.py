@@ -14,14 +14,18 @@ import math
 
 import torch
 
-from theory.collapse._inputs import EPS64, F64, ArrayLike
+from theory.collapse._geometry import (
+    centred_means,
+    gram_etf_distance,
+    offdiag,
+    symmetrised,
+    unit_rows,
+    vanishes,
+)
+from theory.collapse._inputs import EPS64, ArrayLike
 from theory.collapse.stats import (
     ClassStats,
-    _centred_means,
-    _offdiag,
     _require_complete,
-    _unit_rows,
-    _vanishes,
     between_class_covariance_from_stats,
     class_stats,
     within_class_covariance_from_stats,
@@ -49,8 +53,7 @@ def _nc1_from_cov(sw: torch.Tensor, sb: torch.Tensor, C: int, rtol: float | None
     d = sb.shape[0]
     if rtol is None:
         rtol = max(d, C) * EPS64
-    sw = (sw + sw.T) / 2
-    sb = (sb + sb.T) / 2
+    sw, sb = symmetrised(sw), symmetrised(sb)  # (callers pass symmetrised matrices: a no-op then)
     evals, evecs = torch.linalg.eigh(sb)  # ascending
     k = min(C - 1, d)
     evals, evecs = evals[d - k :], evecs[:, d - k :]
@@ -87,7 +90,7 @@ def nc1_from_stats(stats: ClassStats, rtol: float | None = None) -> float:
 
 def _nc1_stats(stats: ClassStats, rtol: float | None, name: str) -> float:
     C, d = stats.means.shape
-    if _vanishes(stats.means - stats.global_mean, float(torch.linalg.vector_norm(stats.means)), max(C, d)):
+    if vanishes(stats.means - stats.global_mean, float(torch.linalg.vector_norm(stats.means)), max(C, d)):
         raise ValueError(
             f"{name}: all class means coincide (Sigma_B = 0); NC1 = Tr(Sigma_W Sigma_B^+)/C needs "
             "rank(Sigma_B) >= 1"
@@ -206,12 +209,12 @@ def nc2_equinorm(mu: ArrayLike, global_mean: ArrayLike | float | None = None) ->
         ValueError: bad shapes, NaN/inf, fewer than 2 classes, or all centred norms zero (the
             ratio is undefined).
     """
-    norms = torch.linalg.vector_norm(_centred_means(mu, global_mean, "the equinorm ratio"), dim=1)
+    norms = torch.linalg.vector_norm(centred_means(mu, global_mean, "the equinorm ratio"), dim=1)
     return float(norms.std(correction=1) / norms.mean())
 
 
 def _centred_cosines(mu: object, global_mean: object, what: str) -> torch.Tensor:
-    u = _unit_rows(_centred_means(mu, global_mean, what))
+    u = unit_rows(centred_means(mu, global_mean, what))
     return u @ u.T
 
 
@@ -235,7 +238,7 @@ def nc2_equiangularity(mu: ArrayLike, global_mean: ArrayLike | float | None = No
     Raises:
         ValueError: bad shapes, NaN/inf, fewer than 2 classes, all centred means zero.
     """
-    return float(_offdiag(_centred_cosines(mu, global_mean, "equiangularity")).std(correction=1))
+    return float(offdiag(_centred_cosines(mu, global_mean, "equiangularity")).std(correction=1))
 
 
 def nc2_max_angle(mu: ArrayLike, global_mean: ArrayLike | float | None = None) -> float:
@@ -260,21 +263,7 @@ def nc2_max_angle(mu: ArrayLike, global_mean: ArrayLike | float | None = None) -
     """
     cos = _centred_cosines(mu, global_mean, "the maximal-angle measure")
     C = cos.shape[0]
-    return float(_offdiag(cos + 1.0 / (C - 1)).abs().mean())
-
-
-def _etf_target(C: int, device: torch.device) -> torch.Tensor:
-    """``(I_C - J/C) / sqrt(C - 1)``, the Frobenius-normalised simplex-ETF Gram matrix."""
-    eye = torch.eye(C, dtype=F64, device=device)
-    return (eye - 1.0 / C) / math.sqrt(C - 1)
-
-
-def _gram_etf_distance(g: torch.Tensor, name: str, what: str) -> float:
-    """``|| g / ||g||_F - (I - J/C)/sqrt(C-1) ||_F``; ValueError naming ``name`` if ``g = 0``."""
-    fro = torch.linalg.matrix_norm(g)
-    if not float(fro) > 0:
-        raise ValueError(f"{name}: {what} is zero; the ETF error is undefined")
-    return float(torch.linalg.matrix_norm(g / fro - _etf_target(g.shape[0], g.device)))
+    return float(offdiag(cos + 1.0 / (C - 1)).abs().mean())
 
 
 def etf_error(mu: ArrayLike, global_mean: ArrayLike | float | None = None) -> float:
@@ -298,5 +287,5 @@ def etf_error(mu: ArrayLike, global_mean: ArrayLike | float | None = None) -> fl
     Raises:
         ValueError: bad shapes, NaN/inf, fewer than 2 classes, or all centred means zero.
     """
-    c = _centred_means(mu, global_mean, "the ETF error")
-    return _gram_etf_distance(c @ c.T, "mu", "M~ M~^T")
+    c = centred_means(mu, global_mean, "the ETF error")
+    return gram_etf_distance(c @ c.T, "mu", "M~ M~^T")

@@ -28,7 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from theory.collapse._inputs import EPS64, F64, ArrayLike, as_tensor, batch, features, labels_of, vector
+from theory.collapse._geometry import symmetrised
+from theory.collapse._inputs import F64, ArrayLike, as_tensor, batch, features, labels_of
 from theory.validation import real
 
 __all__ = [
@@ -51,6 +52,8 @@ __all__ = [
 #: sits near 1e-32 relative (squared singular values of the centred means), so "at the floor"
 #: means "zero to working precision".
 SPECTRUM_FLOOR = 1e-30
+
+_check_floor = functools.partial(real, "floor", lo=0, hi=1, hi_open=True)
 
 
 # --------------------------------------------------------------------------------------------
@@ -307,65 +310,6 @@ def _distance_sums(zt: torch.Tensor, y: torch.Tensor, means: torch.Tensor) -> to
     return torch.zeros(means.shape[0], dtype=F64, device=zt.device).index_add_(0, y, dist)
 
 
-def _symmetrised(m: torch.Tensor) -> torch.Tensor:
-    """``(m + m^T) / 2``: exactly symmetric (and the identity on an exactly symmetric ``m``)."""
-    return (m + m.T) / 2
-
-
-def _class_means_input(mu: object, name: str = "mu", min_classes: int = 2) -> torch.Tensor:
-    """Validated class means ``(C, d)`` float64 with ``C >= min_classes``."""
-    t = features(mu, name)
-    if t.shape[0] < min_classes:
-        raise ValueError(f"{name} needs at least {min_classes} classes (rows), got shape {tuple(t.shape)}")
-    return t
-
-
-def _global_mean(mu: torch.Tensor, global_mean: object) -> torch.Tensor:
-    """The centre of the NC2/NC3 functions: the given ``(d,)`` vector (a scalar broadcasts).
-
-    Default (``None``): the mean of the class means.
-    """
-    if global_mean is None:
-        return mu.mean(dim=0)
-    return vector(global_mean, "global_mean", mu.shape[1], mu.device)
-
-
-def _vanishes(x: torch.Tensor, scale: float, n: int) -> bool:
-    """``||x||_F <= n * eps_float64 * scale``: zero to working precision (exact zero included)."""
-    return not float(torch.linalg.vector_norm(x)) > n * EPS64 * scale
-
-
-def _centred_means(mu: object, global_mean: object, what: str) -> torch.Tensor:
-    """Validated class means ``(C, d)``, ``C >= 2``, minus the centre (:func:`_global_mean`).
-
-    Raises ``ValueError`` naming ``mu`` when every centred mean is zero to working precision
-    (``||M~||_F <= max(C, d) eps (||M||_F + sqrt(C) ||mu_G||)``: the round-off of the centring),
-    where ``what`` is undefined.
-    """
-    m = _class_means_input(mu)
-    g = _global_mean(m, global_mean)
-    c = m - g
-    C, d = m.shape
-    scale = float(torch.linalg.vector_norm(m)) + C**0.5 * float(torch.linalg.vector_norm(g))
-    if _vanishes(c, scale, max(C, d)):
-        raise ValueError(f"mu: every centred class mean is zero (to working precision); {what} is undefined")
-    return c
-
-
-_check_floor = functools.partial(real, "floor", lo=0, hi=1, hi_open=True)
-
-
-def _unit_rows(m: torch.Tensor) -> torch.Tensor:
-    """Rows divided by their norm; an exactly-zero row stays zero (its cosines are 0)."""
-    norms = torch.linalg.vector_norm(m, dim=1, keepdim=True)
-    return m / torch.where(norms > 0, norms, torch.ones_like(norms))
-
-
-def _offdiag(a: torch.Tensor) -> torch.Tensor:
-    C = a.shape[0]
-    return a[~torch.eye(C, dtype=torch.bool, device=a.device)]
-
-
 # --------------------------------------------------------------------------------------------
 # Covariances from statistics, and the raw-input forms
 # --------------------------------------------------------------------------------------------
@@ -390,12 +334,12 @@ def within_class_covariance_from_stats(stats: ClassStats) -> torch.Tensor:
         raise ValueError(f"stats must be a ClassStats (see class_stats), got {type(stats).__name__}")
     if stats.scatter is None:
         raise ValueError("stats has no within-class scatter (it was computed with covariance=False)")
-    return _symmetrised(stats.scatter / stats.counts.sum().to(F64))
+    return symmetrised(stats.scatter / stats.counts.sum().to(F64))
 
 
 def _between(means: torch.Tensor, centre: torch.Tensor) -> torch.Tensor:
     c = means - centre
-    return _symmetrised(c.T @ c / means.shape[0])
+    return symmetrised(c.T @ c / means.shape[0])
 
 
 def between_class_covariance_from_stats(stats: ClassStats) -> torch.Tensor:
