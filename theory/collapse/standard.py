@@ -79,6 +79,9 @@ def nc1_from_stats(stats: ClassStats, rtol: float | None = None) -> float:
     Returns:
         NC1, a float ``>= 0``.
 
+    Shape:
+        ``stats`` of ``(C, d)`` -> float.
+
     Raises:
         ValueError: ``stats`` without scatter, with a missing class or fewer than 2 classes;
             all class means equal (``Sigma_B = 0``); a bad ``rtol``.
@@ -151,6 +154,9 @@ def nc1_cdnv_from_stats(stats: ClassStats) -> float:
 
     Returns:
         CDNV, a float ``>= 0`` (``inf`` if two class means coincide).
+
+    Shape:
+        ``stats`` of ``(C, d)`` -> float.
 
     Raises:
         ValueError: a missing class or fewer than 2 classes.

@@ -253,6 +253,9 @@ def merge_class_stats(a: ClassStats, b: ClassStats) -> ClassStats:
     Returns:
         The merged :class:`ClassStats`.
 
+    Shape:
+        ``(C, d)`` statistics and ``(C, d)`` statistics -> ``(C, d)`` statistics.
+
     Raises:
         ValueError: different dimension or classes (compactly relabelled batches with different
             label sets cannot be merged: pass ``num_classes``).
@@ -327,6 +330,9 @@ def within_class_covariance_from_stats(stats: ClassStats) -> torch.Tensor:
     Returns:
         float64 tensor ``(d, d)`` on ``stats``' device.
 
+    Shape:
+        ``stats`` of ``(C, d)`` -> ``(d, d)``.
+
     Raises:
         ValueError: ``stats`` has no scatter matrix.
     """
@@ -353,6 +359,9 @@ def between_class_covariance_from_stats(stats: ClassStats) -> torch.Tensor:
 
     Returns:
         float64 tensor ``(d, d)`` on ``stats``' device.
+
+    Shape:
+        ``stats`` of ``(C, d)`` -> ``(d, d)``.
 
     Raises:
         ValueError: a class is missing (the average over classes is undefined).
@@ -449,6 +458,9 @@ def within_class_covariance(z: ArrayLike, labels: ArrayLike, num_classes: int | 
 
     Returns:
         float64 tensor ``(d, d)`` on ``z``'s device, symmetrised.
+
+    Shape:
+        ``z`` ``(N, d)``, ``labels`` ``(N,)`` -> ``(d, d)``.
     """
     return within_class_covariance_from_stats(class_stats(z, labels, num_classes))
 
@@ -466,6 +478,9 @@ def between_class_covariance(z: ArrayLike, labels: ArrayLike, num_classes: int |
 
     Returns:
         float64 tensor ``(d, d)`` on ``z``'s device, symmetrised.
+
+    Shape:
+        ``z`` ``(N, d)``, ``labels`` ``(N,)`` -> ``(d, d)``.
     """
     st = class_stats(z, labels, num_classes, covariance=False)
     _require_complete(st, "labels", "Sigma_B", min_classes=1)
