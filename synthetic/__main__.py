@@ -183,6 +183,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="shell line run in each job before the worker starts, e.g. 'module load python' (repeatable)",
     )
     cl.add_argument(
+        "--slurm-interface",
+        default=None,
+        metavar="NAME",
+        help="network interface the dask scheduler and workers use, e.g. ib0 (default: the host's default)",
+    )
+    cl.add_argument(
         "--print-job-script",
         action="store_true",
         help="print the SLURM job script that --cluster slurm would submit, and exit",
@@ -349,6 +355,7 @@ def _make_cluster(args):
         account=args.account,
         directives=tuple(args.slurm_directives),
         prologue=tuple(args.slurm_prologue),
+        interface=args.slurm_interface,
     )
     cluster = make_slurm_cluster(opts, threads=args.threads, scheduler_options={"dashboard_address": None})
     if not args.print_job_script:

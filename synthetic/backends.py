@@ -162,6 +162,7 @@ class SlurmOptions:
         account: the account to charge (``-A``); None: the default.
         directives: extra ``#SBATCH`` lines (``"--gres=gpu:1"``, ``"--qos=long"``).
         prologue: shell lines run before the worker starts (e.g. ``"module load python"``).
+        interface: network interface of the scheduler and workers (``"ib0"``); None: the default.
         python: the Python of the workers (default: this one).
     """
 
@@ -174,6 +175,7 @@ class SlurmOptions:
     account: str | None = None
     directives: tuple[str, ...] = ()
     prologue: tuple[str, ...] = ()
+    interface: str | None = None
     python: str | None = None
 
     def __post_init__(self) -> None:
@@ -217,6 +219,8 @@ def make_slurm_cluster(options: SlurmOptions, *, threads: int = 1, **kwargs: Any
     extra = dict(kwargs)
     if options.python:
         extra.setdefault("python", options.python)
+    if options.interface:
+        extra.setdefault("interface", options.interface)
     return SLURMCluster(
         queue=options.partition,
         account=options.account,

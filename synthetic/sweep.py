@@ -426,7 +426,8 @@ def _sweep_locked(
     t0: float,
     opt: dict,
 ) -> SweepSummary:
-    store.remove_temp_files(results) if unwritable is None else None
+    if unwritable is None:
+        store.remove_temp_files(results)
     scan = store.scan_store(results)
     keys = [c.key() for c in configs]
     failed = store.read_failures(results)

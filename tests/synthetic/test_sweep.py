@@ -587,3 +587,36 @@ def test_progress_lines_when_not_on_a_terminal(tmp_path):
     assert "ETA" in lines[0] and "ETA" not in lines[-1]
     assert lines[-1].startswith("progress: 10/10 runs trained, 2 stored before") or "failed" in lines[-1]
     assert bar.done + bar.failed == bar.to_run == 10
+
+
+@pytest.mark.xfail(
+    reason="the engine (synthetic.train / synthetic.stacked, other owner) must raise "
+    "synthetic.errors.NonFiniteRun when parameters or embeddings become non-finite",
+    strict=False,
+)
+def test_real_diverging_run_is_a_failure(tmp_path):
+    """Observed: --lr 1e30 with sphere normalisation was stored as a success, exit 0, mean norm 0."""
+    from synthetic.config import RunConfig
+
+    c = RunConfig(lr=1e30, normalization="sphere", epochs=3, num_classes=3, n_per_class=4)
+    for stack in (False, True):
+        configs = [c, c.replace(seed=1)]
+        s = sw.run_sweep(configs, tmp_path / str(stack), progress=False, stack=stack)
+        assert sorted(s.failures) == sorted(x.key() for x in configs), s.format()
+        assert {i["exception"] for i in s.failures.values()} <= {"NonFiniteRun", "FloatingPointError"}
+
+
+def test_one_bar_across_grids(tmp_path):
+    import io
+
+    from synthetic.progress import SweepProgress
+
+    g1 = grids.load_grid(tiny_spec(seeds=(0,)))
+    stream = io.StringIO()
+    bar = SweepProgress(2 * len(g1), mode="bar", stream=stream)
+    sw.run_sweep(g1.configs[:2], tmp_path / "a", runner=fake_run, progress=False)
+    sw.run_sweep(g1, tmp_path / "a", runner=fake_run, progress=bar)
+    sw.run_sweep(g1, tmp_path / "b", runner=fake_run, progress=bar)
+    assert (bar.to_run, bar.done, bar._bar.n, bar._bar.total) == (10, 10, 10, 10)
+    bar.close()
+    assert "10/10" in stream.getvalue()
