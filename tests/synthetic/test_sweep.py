@@ -443,6 +443,7 @@ def _alive(procs) -> list:
     return out
 
 
+@pytest.mark.slow  # worker start-up (torch) makes it 5-20 s on 2 shared cores
 def test_ctrl_c_prints_one_line_and_exits_130(tmp_path):
     """Observed: Ctrl-C printed a raw KeyboardInterrupt traceback from joblib."""
     args = ["sweep", "--method", "SCL", "--seeds", "6", "--epochs", "1", "--num-classes", "3"]
