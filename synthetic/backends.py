@@ -24,6 +24,7 @@ import os
 import signal
 import threading
 import time
+import warnings
 from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
@@ -36,6 +37,9 @@ __all__ = [
     "SlurmOptions",
     "make_slurm_cluster",
 ]
+
+#: joblib's warning when its generator is closed before the end.
+_EARLY_EXIT = r".*(tasks have been successfully executed|tasks which were still being processed)"
 
 #: Seconds between two checks of a local worker that its parent is alive.
 PARENT_POLL_S = 0.5
@@ -75,9 +79,19 @@ def local_results(fn: Callable, tasks: Sequence, args: tuple, n_jobs: int) -> Ge
     par = Parallel(n_jobs=n_jobs, backend=backend, return_as="generator_unordered")
     gen = par(delayed(fn)(t, *args) for t in tasks)
     try:
-        yield from gen
+        while True:
+            # joblib warns about tasks left unused when stopped early (Ctrl-C): that is the point
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message=_EARLY_EXIT, category=UserWarning)
+                try:
+                    item = next(gen)
+                except StopIteration:
+                    return
+            yield item
     finally:
-        gen.close()  # on early exit joblib aborts the remaining tasks and stops the workers
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=_EARLY_EXIT, category=UserWarning)
+            gen.close()  # on early exit joblib aborts the remaining tasks and stops the workers
 
 
 def _connect(target: Any, connect_timeout: float) -> tuple[Any, bool]:
