@@ -42,17 +42,17 @@ import pandas as pd
 from synthetic import results as store
 from synthetic.backends import dask_results, local_results
 from synthetic.errors import (
-    RunFailed,
     StoreError,
     StoreNotWritable,
     SweepInterrupted,
     TerminationRequested,
 )
-from synthetic.failures import describe_failure, failure_line
+from synthetic.failures import failure_line
 from synthetic.grids import Grid, load_grid
 from synthetic.locking import SweepLock, describe_holder
 from synthetic.progress import SweepProgress
 from synthetic.summary import format_summary, summarize
+from synthetic.tasks import execute_task, expected_of
 
 __all__ = ["SweepSummary", "run_sweep"]
 
@@ -157,87 +157,6 @@ def _find_stacking():
     from synthetic.stacked import stack_groups, train_stacked
 
     return stack_groups, train_stacked
-
-
-def _expected(config: Any) -> list[int] | None:
-    try:
-        return store.expected_epochs(config)
-    except (AttributeError, KeyError, TypeError):
-        return None
-
-
-def _check_frame(k: str, f: Any, config: Any) -> None:
-    if not isinstance(f, pd.DataFrame):
-        raise RunFailed(f"the runner returned {type(f).__name__}, not a DataFrame", key=k)
-    if store.RUN_KEY not in f.columns or set(f[store.RUN_KEY].astype(str)) != {k}:
-        raise RunFailed(f"the runner's frame must carry run_key == {k}", key=k)
-    want = _expected(config)
-    if want is not None and store.EPOCH in f.columns and sorted(int(e) for e in f[store.EPOCH]) != want:
-        raise RunFailed(
-            f"the runner returned {len(f)} rows, not the {len(want)} recorded epochs of its config", key=k
-        )
-
-
-def _execute(
-    task: list, runner: Callable | None, stacked_runner: Callable | None, threads: int | None = 1
-) -> list:
-    """Run one task (a list of configs); return ``[(key, frame or None, failure info or None)]``.
-
-    Runs in a worker (joblib process or dask worker); never raises so that one failing run does
-    not abort the others. ``threads`` fixes torch's intra-op thread count during the task (then
-    restores it): results are bit-identical only at equal thread counts, so a sweep gives the
-    same numbers whatever ``n_jobs`` or cluster it runs on.
-    """
-    keys = [c.key() for c in task]
-    old_threads = None
-    if threads is not None:
-        import torch
-
-        old_threads = torch.get_num_threads()
-        torch.set_num_threads(threads)
-    try:
-        return _execute_inner(task, keys, runner, stacked_runner)
-    finally:
-        if old_threads is not None:
-            torch.set_num_threads(old_threads)
-
-
-def _run_single(config: Any, k: str, runner: Callable | None, note: str = "") -> tuple:
-    try:
-        fn = runner or _default_runner()
-        f = fn(config)
-        _check_frame(k, f, config)
-        return (k, f, None)
-    except Exception as exc:
-        return (k, None, describe_failure(exc, note))
-
-
-def _execute_inner(task: list, keys: list, runner: Callable | None, stacked_runner: Callable | None) -> list:
-    """Train a task; a failing stack falls back to training each member alone.
-
-    A stack of several configs that raises (or returns bad frames) is retried member by member
-    with the single runner, so one failing run does not fail its whole stack (on every retry);
-    only the members that fail alone are reported, with the stack's error noted. A stacked
-    runner may also return an exception in place of a member's frame: that member failed.
-    """
-    note = ""
-    if len(task) > 1 and stacked_runner is not None:
-        try:
-            frames = list(stacked_runner(list(task)))
-            if len(frames) != len(task):
-                raise RuntimeError(f"stacked runner returned {len(frames)} frames for {len(task)} configs")
-            out: list[tuple[str, Any, Any]] = []
-            for c, k, f in zip(task, keys, frames, strict=True):
-                if isinstance(f, BaseException):
-                    out.append((k, None, describe_failure(f)))
-                else:
-                    _check_frame(k, f, c)
-                    out.append((k, f, None))
-            return out
-        except Exception as exc:
-            last = " ".join(str(exc).split()) or type(exc).__name__
-            note = f"(stacked training of {len(task)} runs failed: {type(exc).__name__}: {last}; this run then failed alone)"
-    return [_run_single(c, k, runner, note) for c, k in zip(task, keys, strict=True)]
 
 
 def _make_tasks(pending: list, all_configs: list, stack: bool, group_fn: Callable | None) -> list:
@@ -480,7 +399,7 @@ def _sweep_locked(
                         f"cannot write the failure record of run {k} to {results}: {exc}"
                     ) from None
             else:
-                want = _expected(config)
+                want = expected_of(config)
                 try:
                     store.write_run(results, frame, key=k, expected=want)
                 except OSError as exc:
@@ -496,7 +415,7 @@ def _sweep_locked(
         if tasks:
             if target is not None:
                 gen = dask_results(
-                    _execute,
+                    execute_task,
                     tasks,
                     args,
                     target,
@@ -504,7 +423,7 @@ def _sweep_locked(
                     name=lambda t, i: f"sweep-{t[0].key()}-{i}",
                 )
             else:
-                gen = local_results(_execute, tasks, args, opt["n_jobs"])
+                gen = local_results(execute_task, tasks, args, opt["n_jobs"])
             try:
                 for result in gen:
                     _store(result)
