@@ -92,7 +92,8 @@ class RunConfig:
             fresh permutation each epoch, ``drop_last`` as in the authors' code.
         lr: Adam learning rate > 0.
         weight_decay: Adam (L2) weight decay >= 0.
-        epochs: number of training epochs >= 0 (ignored when ``max_steps > 0``).
+        epochs: number of training epochs >= 0 (with ``max_steps > 0`` it is replaced by the
+            number of epochs the budget spans).
         max_steps: optimisation-step budget; ``0`` = ``epochs`` full epochs. With
             ``max_steps > 0`` the run draws exactly ``max_steps`` mini-batches
             (``ceil(max_steps / (N // batch_size))`` epochs, the last one cut short): runs of
@@ -247,6 +248,8 @@ class RunConfig:
                 f"n_per_class must be >= 2 for {self.method} with label positives (a partner "
                 f"other than the anchor), got {self.n_per_class}"
             )
+        if self.max_steps > 0:  # the budget decides the epochs: every reader sees the resolved value
+            object.__setattr__(self, "epochs", -(-self.max_steps // self.steps_per_epoch))
         if self.init == "nc":
             if self.init_epochs < 1:
                 raise ValueError(f"init_epochs must be >= 1 for init='nc', got {self.init_epochs}")

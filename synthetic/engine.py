@@ -34,9 +34,10 @@ first, stacked, once per call; with ``state_dir`` (or the environment variable
 :data:`STATE_DIR_ENV`) each source's ``state_dict`` is saved there as ``<source key>.pt`` and
 reused by later calls. The ``init_key`` column names the source run.
 
-**Failures.** Non-finite parameters, embeddings or training losses raise ``FloatingPointError``
-naming the run: a diverging run is never recorded (the sphere normalisation would otherwise map
-NaN rows to zero, which looks like perfect collapse).
+**Failures.** Non-finite parameters, embeddings or training losses raise
+:class:`synthetic.errors.NonFiniteRun` (a ``FloatingPointError``) with the run's key and epoch: a
+diverging run is never recorded (the sphere normalisation would otherwise map NaN rows to zero,
+which looks like perfect collapse); the sweep stores a failure record instead.
 
 **Randomness.** Every draw of run r comes from run r's own generators (``synthetic.data``
 streams ``data``, ``init``, ``order``, ``step``, ``eval``), in the order of the sequential
@@ -61,6 +62,7 @@ import torch
 from synthetic.adam import RunAdam, make_adam
 from synthetic.config import RunConfig
 from synthetic.data import make_data, run_generators, stream_seed
+from synthetic.errors import NonFiniteRun
 from synthetic.evaluation import RANK_COLUMNS, closed_form_optimum, collapse_metrics, collision_columns
 from synthetic.models import ContrastiveModel, StackedModel, build_model, stack_models
 from synthetic.objective import step_losses
@@ -117,8 +119,10 @@ def epoch_batches(N: int, batch_size: int, generator: torch.Generator) -> torch.
 # ------------------------------------------------------------------------------ failures
 
 
-def _non_finite(config: RunConfig, what: str) -> FloatingPointError:
-    return FloatingPointError(f"run {config.key()}: non-finite {what}; the run diverged and is not recorded")
+def _non_finite(config: RunConfig, what: str, epoch: int) -> NonFiniteRun:
+    return NonFiniteRun(
+        f"non-finite {what}; the run diverged and is not recorded", key=config.key(), epoch=epoch
+    )
 
 
 # ------------------------------------------------------------------------------ source states
@@ -230,7 +234,7 @@ def train_runs(
     Raises:
         ValueError: empty list, a non-RunConfig, configs that are not stackable (the message names
             the differing field), or an epoch in which every step of a run is skipped.
-        FloatingPointError: a run's parameters, embeddings or loss became non-finite.
+        NonFiniteRun: a run's parameters, embeddings or loss became non-finite.
     """
     if mode not in ("stacked", "sequential"):
         raise ValueError(f"mode must be 'stacked' or 'sequential', got {mode!r}")
@@ -352,10 +356,10 @@ def _train(
         total_cpu = total.cpu()
         for r in range(R):
             if not math.isfinite(float(total_cpu[r])):
-                raise _non_finite(configs[r], f"training loss in epoch {epoch}")
+                raise _non_finite(configs[r], "training loss", epoch)
         bad = _non_finite_params(params, R)
         if bad is not None:
-            raise _non_finite(configs[bad], f"parameters after epoch {epoch}")
+            raise _non_finite(configs[bad], "parameters after the epoch's Adam steps", epoch)
         if epoch in record_at:
             n_skipped = skip.sum(dim=0).tolist()
             n_steps = skip.shape[0]
@@ -414,7 +418,7 @@ class _Evaluator:
                 if not bool(torch.isfinite(h[r]).all()) or (
                     zt is not None and not bool(torch.isfinite(zt[r]).all())
                 ):
-                    raise _non_finite(cfgs[r], f"embeddings at epoch {epoch}")
+                    raise _non_finite(cfgs[r], "embeddings", epoch)
             z = normalize(h, m.normalization)
             if self.full:
                 gens = []

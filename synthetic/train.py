@@ -55,7 +55,8 @@ def train_run(
     Raises:
         ValueError: ``config`` is not a RunConfig, or every step of an epoch was skipped (each
             mini-batch held a single class under SCL/HSCL).
-        FloatingPointError: the parameters, embeddings or training loss became non-finite.
+        NonFiniteRun: the parameters, embeddings or training loss became non-finite
+            (``synthetic.errors``; a ``FloatingPointError``).
     """
     if not isinstance(config, RunConfig):
         raise ValueError(f"config must be a RunConfig, got {type(config).__name__}")

@@ -213,8 +213,11 @@ def test_diverging_run_raises_and_is_never_recorded(normalization):
         normalization=normalization,
         **{**SMALL, "lr": 1e30, "dtype": "float32"},
     )
-    with pytest.raises(FloatingPointError, match="non-finite"):
+    from synthetic.errors import NonFiniteRun
+
+    with pytest.raises(NonFiniteRun, match="non-finite") as info:
         train_runs([cfg, cfg.replace(seed=1)])
+    assert info.value.key in (cfg.key(), cfg.replace(seed=1).key()) and info.value.epoch >= 0
 
 
 def test_non_finite_embeddings_at_evaluation_raise(monkeypatch):

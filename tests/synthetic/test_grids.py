@@ -81,21 +81,46 @@ def test_unknown_scale_and_bad_toml(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "name", ["s1_scl_hscl_nc", "s2_ucl_positives", "s3_hucl_beta", "s4_no_normalisation", "r5_batch_size"]
+    "name",
+    [
+        "s1_scl_hscl_nc",
+        "s2_ucl_positives",
+        "s3_hucl_beta",
+        "s4_no_normalisation",
+        "r4_near_nc",
+        "r5_batch_size",
+    ],
 )
 def test_shipped_claim_grids(name):
     files = grids.grid_files()
     assert name in files
     default = grids.load_grid(name)
     assert default.claim and len(default) > 0
+    assert default.spec["criteria"]["id"] == default.claim  # criteria declared in the grid file
     assert len({c.seed for c in default.configs}) >= 3
-    if name != "r5_batch_size":
-        assert {c.num_classes for c in default.configs} == {10}
-        assert {c.embed_dim for c in default.configs} == {9}
-    else:  # many classes; only the batch size varies (besides the seed)
-        assert {c.num_classes for c in default.configs} == {100}
+    assert all(c.embed_dim == c.num_classes - 1 for c in default.configs)  # d = C - 1
+    assert min(c.n_per_class for c in default.configs) >= 50
+    classes = {c.num_classes for c in default.configs}
+    if name == "s1_scl_hscl_nc":
+        assert classes == {10, 20, 50, 100}
+        assert {"free", "linear", "mlp"} == {c.encoder for c in default.configs}
+        assert {1, 2, 4} <= {c.depth for c in default.configs if c.encoder == "mlp"}
+        authors = [c for c in default.configs if c.estimator == "sampled"]
+        assert authors and all(
+            (c.psi, c.tau, c.num_negatives, c.normalization, c.lr, c.batch_size)
+            == ("mean", 1.0, 256, "ball", 1e-3, 512)
+            for c in authors
+        )
+    elif name == "r5_batch_size":  # many classes; only the batch size varies, at equal steps
+        assert classes == {100, 200}
         assert {32, 64, 512} <= {c.batch_size for c in default.configs}
-        assert len({c.replace(batch_size=0, seed=0).key() for c in default.configs}) == 1
+        assert len({c.num_steps for c in default.configs}) == 1
+    elif name == "r4_near_nc":
+        assert {c.init for c in default.configs} == {"nc"}
+        assert {c.beta for c in default.configs} == {0.0, 2.0, 5.0, 10.0, 30.0}
+        assert {c.method for c in default.configs} == {"SCL", "HSCL", "UCL", "HUCL"}
+    elif name == "s4_no_normalisation":
+        assert {c.normalization for c in default.configs} == {"none", "ball", "sphere"}
     paper = grids.load_grid(files[name], scale="paper")
     assert len({c.seed for c in paper.configs}) >= 3
     # paper scale: at least as much data per run, and the authors' K = 256 sampled negatives
