@@ -438,12 +438,14 @@ def evaluate_claims(table: pd.DataFrame, **kwargs: Any) -> pd.DataFrame:
     rows = []
     for c in judge(table, **kwargs):
         text = format_records([c]).split("\n", 2)[2] if c.evidence or c.subchecks else c.notes
+        grid = c.setting.get("grid", "")
+        n_runs = int(table.loc[table[GRID].astype(str) == grid, RUN_KEY].nunique()) if grid else 0
         rows.append(
             dict(
                 claim=c.id,
-                grid=c.setting.get("grid", ""),
+                grid=grid,
                 statement=c.statement,
-                n_runs=c.instances,
+                n_runs=n_runs,
                 measured=text.strip(),
                 verdict=_OLD_VERDICTS[c.verdict.value],
                 record_verdict=c.verdict.value,

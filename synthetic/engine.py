@@ -413,13 +413,17 @@ class _Evaluator:
         with torch.no_grad():
             idx = torch.arange(self.N, device=device).repeat(R, 1)
             h = m.features(idx if self.free else self.X)
-            zt = None if self.Xt is None else m(self.Xt)
+            ht = None if self.Xt is None else m.features(self.Xt)
             for r in range(R):
-                if not bool(torch.isfinite(h[r]).all()) or (
-                    zt is not None and not bool(torch.isfinite(zt[r]).all())
-                ):
-                    raise _non_finite(cfgs[r], "embeddings", epoch)
+                # a finite feature whose norm overflows (|h| ~ 1e30 in float32) is normalised to
+                # zero, which would look like perfect collapse: the norms must be finite too
+                for feats in (h[r], None if ht is None else ht[r]):
+                    if feats is not None and not bool(
+                        torch.isfinite(torch.linalg.vector_norm(feats, dim=-1)).all()
+                    ):
+                        raise _non_finite(cfgs[r], "embeddings (or their norms)", epoch)
             z = normalize(h, m.normalization)
+            zt = None if ht is None else normalize(ht, m.normalization)
             if self.full:
                 gens = []
                 for c in cfgs:

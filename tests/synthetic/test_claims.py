@@ -304,6 +304,7 @@ def test_not_run_records_and_frame_views():
     assert bool(details["nc"].all()) and "dc_rank_1e-2" in details.columns
     text = claims.format_records(claims.judge(t))
     assert "S1 [s1_scl_hscl_nc]: REPRODUCED" in text
+    assert frame.set_index("claim").loc["S1", "n_runs"] == 3
 
 
 def test_run_summary_final_and_initial_rows():

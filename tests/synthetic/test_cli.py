@@ -97,12 +97,12 @@ def test_quick_grid_sweep_summary_and_claims(tmp_path, capsys):
     assert main(["claims", str(res), "--details", "--csv", str(tmp_path / "v.csv")]) == 0
     out = capsys.readouterr().out
     # the folder is named like claim S1's grid: S1 is judged on its 4 runs (2 epochs: no NC yet)
-    assert "S1: NOT REPRODUCED  (4 runs)" in out and "0/2 settings NC" in out
-    for claim in ("S2", "S3", "S4", "R5"):
+    assert "S1: NOT REPRODUCED  (4 runs)" in out and "(setting, beta) at NC = 0 (n=2)" in out
+    for claim in ("S2", "S3", "S4", "R4", "R5"):
         assert f"{claim}: NO DATA  (0 runs)" in out
     v = pd.read_csv(tmp_path / "v.csv")
-    assert list(v["claim"]) == ["S1", "S2", "S3", "S4", "R5"]
-    assert list(v["verdict"]) == ["not reproduced"] + ["no data"] * 4
+    assert list(v["claim"]) == ["S1", "S2", "S3", "S4", "R4", "R5"]
+    assert list(v["verdict"]) == ["not reproduced"] + ["no data"] * 5
     # the single grid folder judges the same claim
     assert main(["claims", str(res / "s1_scl_hscl_nc")]) == 0
     single = capsys.readouterr().out
@@ -169,7 +169,7 @@ def test_shipped_grid_quick_scale_runs(tmp_path, capsys):
     # claims finds the scaled grid folder and names it
     assert main(["claims", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert re.search(r"S3 \[s3_hucl_beta-quick\]: (NOT |PARTLY )?REPRODUCED  \(6 runs\)", out), out[:2000]
+    assert re.search(rf"S3 \[s3_hucl_beta-quick\]: (NOT |PARTLY )?REPRODUCED  \({n} runs\)", out), out[:2000]
 
 
 def test_cli_sweep_sigkill_and_restart_equals_uninterrupted(tmp_path, capsys):

@@ -220,6 +220,16 @@ def test_diverging_run_raises_and_is_never_recorded(normalization):
     assert info.value.key in (cfg.key(), cfg.replace(seed=1).key()) and info.value.epoch >= 0
 
 
+def test_overflowing_feature_norms_are_a_divergence():
+    """Observed: lr 1e30 on the sphere gave features ~1e30 whose norms overflow float32; the sphere
+    then mapped every row to zero (mean norm 0, within-class variation 0: 'perfect collapse')."""
+    from synthetic.errors import NonFiniteRun
+
+    cfg = RunConfig(lr=1e30, normalization="sphere", epochs=3, num_classes=3, n_per_class=4)
+    with pytest.raises(NonFiniteRun, match="norms"):
+        train_run(cfg)
+
+
 def test_non_finite_embeddings_at_evaluation_raise(monkeypatch):
     import synthetic.models as models
 
