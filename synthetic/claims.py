@@ -183,7 +183,7 @@ def varying(runs: pd.DataFrame, exclude: Sequence[str] = ()) -> list[str]:
 
 
 #: Order of the columns in a setting label; columns not listed follow in their own order.
-_LABEL_ORDER = (
+LABEL_ORDER = (
     "num_classes",
     "encoder",
     "hidden",
@@ -214,7 +214,7 @@ def label(row: pd.Series | dict, cols: Sequence[str]) -> str:
         shown = [c for c in shown if c not in ("hidden", "depth")]
     if enc == "free":
         shown = [c for c in shown if c not in ("separation", "sigma", "input_dim", "centres")]
-    rank = {c: i for i, c in enumerate(_LABEL_ORDER)}
+    rank = {c: i for i, c in enumerate(LABEL_ORDER)}
     shown = sorted(shown, key=lambda c: (rank.get(c, len(rank)), list(cols).index(c)))
     parts = []
     for c in shown:

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from synthetic.claims import (
+    LABEL_ORDER,
     aggregate,
     evidence,
     is_dc,
@@ -33,6 +34,7 @@ __all__ = ["JUDGES", "judge_s1", "judge_s2", "judge_s3", "judge_s4", "judge_r4",
 
 Result = tuple[Verdict, list[Evidence], list[SubCheck], str]
 _DRAWN = ("method", "beta")
+_ORDER = {c: i for i, c in enumerate(LABEL_ORDER)}
 
 
 def _thresholds(crit: dict[str, Any]) -> list[float]:
@@ -86,9 +88,25 @@ def _dc_text(row: pd.Series, thresholds: Sequence[float], crit: dict[str, Any]) 
 def _prepare(
     runs: pd.DataFrame, crit: dict[str, Any], exclude: Sequence[str] = ()
 ) -> tuple[pd.DataFrame, list[str]]:
+    """Seed aggregates per setting, in reading order (setting columns, then method, beta)."""
     runs = with_available(runs, _thresholds(crit))
     by = varying(runs, exclude)
-    return aggregate(runs, by), by
+    agg = aggregate(runs, by)
+    order = sorted(
+        [c for c in by if c not in _DRAWN], key=lambda c: (_ORDER.get(c, len(_ORDER)), by.index(c))
+    )
+    keys = order + [c for c in _DRAWN if c in by]
+
+    def sort_key(i: int) -> tuple:
+        out = []
+        for c in keys:
+            v = agg.iloc[i][c]
+            num = isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+            out.append((0, float(v), "") if num else (1, 0.0, str(v)))
+        return tuple(out)
+
+    agg = agg.iloc[sorted(range(len(agg)), key=sort_key)] if keys else agg
+    return agg.reset_index(drop=True), by
 
 
 def _setting_cols(by: Sequence[str]) -> list[str]:
