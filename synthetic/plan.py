@@ -75,22 +75,24 @@ def step_flop(config: RunConfig) -> float:
     Encoder: ``6 B (sum of layer in x out)`` (free features: ``6 B d``); loss: ``8 B'^2 d`` for
     the similarity matrix and its gradient with ``B'`` = B (2B with noise positives); the sampled
     estimator adds ``40 P K`` for its draws (P ~ B^2 / C + B pairs, K negatives: inverse-CDF
-    search and gathers); two-view losses ``8 (2B)^2 d``.
+    search and gathers); two-view losses ``8 (2B)^2 d``; Adam ``20`` per parameter (every
+    parameter is updated at every step: for free features all ``N d`` of them, whatever B).
     """
     B = config.batch
     d, D, h = config.embed_dim, config.input_dim, config.hidden
     if config.encoder == "free":
-        enc = 6.0 * B * d
+        enc, params = 6.0 * B * d, config.num_train * d
     elif config.encoder == "linear":
-        enc = 6.0 * B * D * d
+        enc, params = 6.0 * B * D * d, (D + 1) * d
     else:
         enc = 6.0 * B * (D * h + (config.depth - 1) * h * h + h * d)
+        params = (D + 1) * h + (config.depth - 1) * (h + 1) * h + (h + 1) * d
     views = 2 if config.positives == "noise" or config.method not in HCL_METHODS else 1
     loss = 8.0 * (views * B) ** 2 * d
     if config.method in HCL_METHODS and config.estimator == "sampled":
         pairs = B * B / config.num_classes + B
         loss += 40.0 * pairs * config.num_negatives
-    return views * enc + loss
+    return views * enc + loss + 20.0 * params
 
 
 def stack_gain(config: RunConfig, R: int) -> float:
