@@ -317,6 +317,7 @@ def _train(
             )
         any_skip = bool(skip.any())
         total = torch.zeros(R, dtype=torch.float64, device=device)
+        batch_inputs = batches if X is None else X[run_ids, batches]  # (S, R, b[, D]) in one gather
         for s in range(batches.shape[0]):
             idx = batches[s]
             active = None
@@ -327,14 +328,10 @@ def _train(
                 active = act.tolist()
                 if not run_adam and not all(active):
                     opt, run_adam = RunAdam.from_torch(opt, params, R), True
-            if X is None:
-                inputs = idx
-            else:
-                inputs = torch.gather(X, 1, idx[:, :, None].expand(R, idx.shape[1], X.shape[2]))
             losses = step_losses(
                 configs,
                 smodel,
-                inputs,
+                batch_inputs[s],
                 labels[s],
                 idx,
                 step_gens,

@@ -185,7 +185,7 @@ def collapse_metrics(
 
     with torch.no_grad():
         z = z.detach().to(torch.float64)
-        mu_t = col.class_means(z, labels, num_classes)
+        mu_t = torch.as_tensor(col.class_means(z, labels, num_classes))
         cond = col.paper_conditions(mu_t)
         C, d = mu_t.shape
         r = min(C - 1, d)

@@ -157,8 +157,9 @@ def _fused_expectation(z, labels, beta, setting, tau, psi, num_negatives, self_p
     if not self_positive:
         pos = pos & ~torch.eye(B, dtype=torch.bool, device=z.device)
     num_pairs = pos.sum(dim=(1, 2))
-    if bool((num_pairs == 0).any()):
+    if not (self_positive and positive_groups is None) and bool((num_pairs == 0).any()):
         raise ValueError("a run has no (anchor, positive) pair in its batch; the loss is undefined")
+    forbidden = None
     if setting == "supervised":
         single = labels.amax(dim=1) == labels.amin(dim=1)
         if bool(single.any()):
@@ -167,26 +168,18 @@ def _fused_expectation(z, labels, beta, setting, tau, psi, num_negatives, self_p
                 f"run {r}: a single-class batch leaves every anchor without negatives; the "
                 "supervised loss is undefined"
             )
-        allowed = ~same
-    else:
-        allowed = None
+        forbidden = same  # supervised negatives: other-label members only
     shift = math.log(num_negatives) if psi == "sum" else 0.0
     chunk = max(1, CHUNK_ELEMENTS // (B * B))
+    pairs = num_pairs.to(z.dtype)
+    if chunk >= R:
+        return _FusedExpectation.apply(z, pos, forbidden, beta, float(tau), shift, pairs)
     out = []
     for s in range(0, R, chunk):
         sl = slice(s, s + chunk)
-        out.append(
-            _FusedExpectation.apply(
-                z[sl],
-                pos[sl],
-                None if allowed is None else allowed[sl],
-                beta[sl],
-                float(tau),
-                shift,
-                num_pairs[sl].to(z.dtype),
-            )
-        )
-    return out[0] if len(out) == 1 else torch.cat(out)
+        f = None if forbidden is None else forbidden[sl]
+        out.append(_FusedExpectation.apply(z[sl], pos[sl], f, beta[sl], float(tau), shift, pairs[sl]))
+    return torch.cat(out)
 
 
 class _FusedExpectation(torch.autograd.Function):
@@ -194,7 +187,8 @@ class _FusedExpectation(torch.autograd.Function):
 
     The mathematics of ``theory.hcl._expectation._ExpectedPsi`` on ``(R, B, B)`` blocks with a
     per-run ``beta`` and per-run pair counts, differentiated with respect to ``z``:
-    ``u = beta S' + S / tau`` over the allowed negatives (``S'`` = ``S`` detached),
+    ``u = beta S' + S / tau`` over the allowed negatives (``forbidden``: the same-label entries
+    for the supervised setting, none otherwise; ``S'`` = ``S`` detached),
     ``m_i = LSE_n(u) - LSE_n(beta S')``, ``x_ij = m_i + shift - S_ij / tau``,
     ``L_r = (1/P_r) sum_pairs softplus(x_ij)``; with ``w = softmax_n(u)`` and
     ``sigma = sigmoid(x) * pos``: ``dL_r/dS_in = (g_i w_in - sigma_in) / (P_r tau)``,
@@ -202,16 +196,16 @@ class _FusedExpectation(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx: Any, z, pos_mask, allowed, beta, tau, shift, num_pairs):
+    def forward(ctx: Any, z, pos_mask, forbidden, beta, tau, shift, num_pairs):
         S = torch.bmm(z, z.transpose(1, 2))
         a = S if tau == 1.0 else S / tau
         tilt = beta[:, None, None] * S
-        if allowed is not None:
-            tilt = tilt.masked_fill_(~allowed, float("-inf"))
+        if forbidden is not None:
+            tilt = tilt.masked_fill_(forbidden, float("-inf"))
         u = tilt + a
         lse_u = torch.logsumexp(u, dim=2, keepdim=True)
         m = lse_u - torch.logsumexp(tilt, dim=2, keepdim=True)
-        x = (m + shift) - a
+        x = (m - a) if shift == 0.0 else (m + shift) - a
         posf = pos_mask.to(z.dtype)
         loss = (F.softplus(x) * posf).sum(dim=(1, 2)) / num_pairs
         ctx.save_for_backward(z, u, lse_u, x, posf, num_pairs)

@@ -362,7 +362,7 @@ def test_float32_and_float64_runs_agree_early(dtype):
 
 @pytest.mark.parametrize(
     "C, n, epochs",
-    [(4, 10, 150), (10, 20, 400)],
+    [(4, 10, 150), pytest.param(10, 20, 400, marks=pytest.mark.slow)],
 )
 def test_hscl_sphere_moves_toward_neural_collapse(C, n, epochs):
     """Claim S1 in miniature: HSCL on the sphere drives etf_mean and the within-class spread to 0."""
