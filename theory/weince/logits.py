@@ -1,6 +1,6 @@
 """T_lambda logits of WeiNCE: the softmax coordinate ``s / tau`` blended with the Weibull shortfall.
 
-Erol et al., ICML 2026 (arXiv 2606.00262), spec/weince.md §1.4, §2.7::
+Erol et al., ICML 2026 (arXiv 2606.00262), the T_lambda family; ``docs/weince.md#the-t-lambda-logits``::
 
     T_lambda(s) = (1 - lambda) s / tau + lambda (-log(1 - min(s, 1 - eps)))
 
@@ -8,10 +8,14 @@ Erol et al., ICML 2026 (arXiv 2606.00262), spec/weince.md §1.4, §2.7::
 link-selection likelihood); :class:`_TLambdaCE` fuses the logits with the cross-entropy of the
 two-view loss, with the closed-form backward
 ``d logit / d s = (1 - lambda)/tau + lambda/(1 - s) * [s <= 1 - eps]`` (lambda held fixed).
+On CPU tensors it uses numpy's SIMD ``log1p`` / ``exp`` (:mod:`theory.weince._fast`); elsewhere
+torch only, with no host synchronisation in the forward or the backward pass.
 ``tau`` defaults to :data:`theory.options.WEINCE_TAU`.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 import torch
@@ -28,15 +32,27 @@ __all__ = ["tlambda_logits"]
 def tlambda_logits(
     s: torch.Tensor, lam: torch.Tensor | float, tau: float = WEINCE_TAU, eps: float = 1e-6
 ) -> torch.Tensor:
-    """Closed-form T_lambda logits (spec/weince.md §2.7), differentiable in ``s``.
+    """Closed-form T_lambda logits, differentiable in ``s`` (``docs/weince.md#the-t-lambda-logits``).
 
-    ``l = (1 - lam) * (s / tau) + lam * (-log1p(-min(s, 1 - eps)))``; ``lam`` broadcasts against
-    ``s`` (e.g. ``(A, 1)`` against ``(A, M)``). With ``lam = 0`` this is ``s / tau`` bit for bit.
+    ``l = (1 - lam) * (s / tau) + lam * (-log1p(-min(s, 1 - eps)))`` (arXiv 2606.00262). With
+    ``lam = 0`` this is ``s / tau`` bit for bit. float16/bfloat16 ``s`` is computed (and returned)
+    in float32: in float16 ``1 - eps`` rounds to 1 and the shortfall branch would be
+    ``-log(0) = inf``; float64 stays float64.
 
-    Shapes: ``s`` ``(..., M)``, ``lam`` scalar or broadcastable -> ``(..., M)``.
+    Args:
+        s: similarities (cosines, ``<= 1``).
+        lam: the blend weight, a number or a tensor broadcastable against ``s`` (e.g. ``(A, 1)``).
+        tau: temperature of the linear branch, ``> 0``.
+        eps: clamp of ``s`` in the shortfall branch, in ``(0, 0.5]``.
 
-    float16/bfloat16 ``s`` is computed (and returned) in float32: in float16 ``1 - eps`` rounds
-    to 1 and the shortfall branch would be ``-log(0) = inf`` (spec §3.2); float64 stays float64.
+    Returns:
+        The logits, float32 or float64.
+
+    Shape:
+        ``s`` ``(..., M)``, ``lam`` scalar or broadcastable -> ``(..., M)``.
+
+    Raises:
+        ValueError: ``s`` not a tensor, bad ``tau`` or ``eps``.
     """
     tau = real("tau", tau, lo=0.0, lo_open=True)
     eps = real("eps", eps, lo=0.0, lo_open=True, hi=0.5)
@@ -52,7 +68,7 @@ class _TLambdaCE(torch.autograd.Function):
     """Fused ``mean_i CE(T_lambda(cand_i), 0)`` with the closed-form backward (lambda fixed)."""
 
     @staticmethod
-    def forward(ctx, cand, lam, tau, eps):
+    def forward(ctx: Any, cand: torch.Tensor, lam: torch.Tensor, tau: float, eps: float) -> torch.Tensor:
         lam_c = lam[:, None]
         logits = cand / tau  # the very op info_nce uses -> identical bits when lam == 0
         W = torch.clamp(cand, max=1.0 - eps)
@@ -73,13 +89,14 @@ class _TLambdaCE(torch.autograd.Function):
 
     @staticmethod
     @once_differentiable
-    def backward(ctx, g):
+    def backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor, None, None, None]:
         cand, lam, logp = ctx.saved_tensors
         A = cand.shape[0]
         scale = g / A
         lam_c = lam[:, None]
         # d loss / d logits = (softmax - onehot_0) * g / A
-        if _np_ok(logp):
+        fast = _np_ok(logp)
+        if fast:
             P = torch.empty_like(logp)
             np.exp(logp.numpy(), out=P.numpy())
         else:
@@ -87,7 +104,9 @@ class _TLambdaCE(torch.autograd.Function):
         P[:, 0] -= 1
         # d logits / d cand = (1 - lam)/tau + lam / (1 - s) * [s <= 1 - eps]   (times g / A)
         D = torch.rsub(cand, 1.0).reciprocal_()
-        if bool(cand.max() > 1.0 - ctx.eps):  # the clamp is active somewhere (rare)
+        if not fast:  # on the device: mask unconditionally (no host round trip to test first)
+            D.masked_fill_(cand > 1.0 - ctx.eps, 0.0)
+        elif bool(cand.max() > 1.0 - ctx.eps):  # CPU: the clamp is active somewhere (rare)
             D.masked_fill_(cand > 1.0 - ctx.eps, 0.0)
         D.mul_(lam_c * scale).add_((1 - lam_c) * (scale / ctx.tau))
         P.mul_(D)
