@@ -36,7 +36,7 @@ from scipy.special import expit
 from theory.validation import as_float_tensor
 from theory.weince._fast import _np_ok
 from theory.weince.config import DEFAULT_GATE, GateConfig
-from theory.weince.tailfit import _tail_fits, _tail_fits_torch, rho0_index, tail_size
+from theory.weince.tailfit import _tail_fits, _tail_fits_torch, _tail_size, rho0_index
 
 __all__ = ["GateStats", "weince_gate"]
 
@@ -73,20 +73,8 @@ class GateStats:
 # --------------------------------------------------------------------------------------------
 
 
-def _lambda_np(
-    rho: np.ndarray, rho0: float, dAIC: np.ndarray, gate: GateConfig
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(lam, lam_rho, lam_aic)`` float64 numpy (step 8)."""
-    lam_rho = expit(gate.kappa_rho * (math.log(rho0) - np.log(np.maximum(rho, gate.eps))))
-    if gate.kappa_aic == 0.0:
-        lam_aic = np.full_like(dAIC, 0.5)
-    else:
-        lam_aic = expit(gate.kappa_aic * (dAIC - gate.margin))
-    return lam_rho * lam_aic, lam_rho, lam_aic
-
-
 def _finish_np(
-    rho: np.ndarray,
+    T: np.ndarray,
     dAIC: np.ndarray,
     fallback: bool,
     gate: GateConfig,
@@ -94,25 +82,35 @@ def _finish_np(
     k_tail: int | torch.Tensor,
     n_eff: int | torch.Tensor,
 ) -> GateStats:
-    """Pivot and lambda from float64 numpy ``rho``, ``dAIC`` ``(A,)``; tensors like ``like``."""
-    A = rho.shape[0]
-    srt = np.sort(rho)
+    """Cap proximity, pivot and lambda (steps 3, 7, 8) from descending tails ``T`` and ``dAIC``.
+
+    float64 numpy, written into one buffer that becomes one tensor like ``like`` (the per-call
+    cost of the CPU fast path is mostly numpy's per-call overhead, so the steps use ``out=``).
+    """
+    A = T.shape[0]
+    buf = np.empty(5 * A + 1)
+    lam, lam_rho, lam_aic, rho, dA = (buf[i * A : (i + 1) * A] for i in range(5))
+    np.subtract(1.0, T[:, 0], out=rho)
+    np.maximum(rho, gate.eps, out=rho)
+    dA[:] = dAIC
     # too few tail points everywhere (N = 2): the authors' fallback, the lower median (torch.median)
-    rho0 = max(float(srt[(A - 1) // 2] if fallback else srt[rho0_index(A, gate.q)]), gate.eps)
-    lam, lam_rho, lam_aic = _lambda_np(rho, rho0, dAIC, gate)
-
-    def back(a: np.ndarray) -> torch.Tensor:
-        return torch.from_numpy(np.ascontiguousarray(a)).to(device=like.device, dtype=like.dtype)
-
+    j = (A - 1) // 2 if fallback else round(gate.q * (A - 1))  # rho0_index, validated in GateConfig
+    rho0 = max(float(np.partition(rho, j)[j]), gate.eps)
+    buf[-1] = rho0
+    np.log(rho, out=lam_rho)
+    np.subtract(math.log(rho0), lam_rho, out=lam_rho)
+    lam_rho *= gate.kappa_rho
+    expit(lam_rho, out=lam_rho)
+    if gate.kappa_aic == 0.0:
+        lam_aic.fill(0.5)
+    else:
+        np.subtract(dA, gate.margin, out=lam_aic)
+        lam_aic *= gate.kappa_aic
+        expit(lam_aic, out=lam_aic)
+    np.multiply(lam_rho, lam_aic, out=lam)
+    t = torch.from_numpy(buf).to(device=like.device, dtype=like.dtype)
     return GateStats(
-        back(lam),
-        back(lam_rho),
-        back(lam_aic),
-        back(rho),
-        torch.tensor(rho0, dtype=like.dtype, device=like.device),
-        back(dAIC),
-        k_tail,
-        n_eff,
+        t[:A], t[A : 2 * A], t[2 * A : 3 * A], t[3 * A : 4 * A], t[-1], t[4 * A : 5 * A], k_tail, n_eff
     )
 
 
@@ -152,23 +150,30 @@ def _finish_torch(
 # --------------------------------------------------------------------------------------------
 
 
-def _top_desc_np(neg: torch.Tensor, k: int) -> np.ndarray:
-    """The ``k`` largest entries of each row of a CPU ``neg`` ``(A, K)``, descending, float64 numpy."""
-    if neg.dtype == torch.float32:
-        # numpy's SIMD sort of the whole row is several times faster than torch.topk (same values)
-        return np.sort(neg.numpy(), axis=1)[:, : -k - 1 : -1].astype(np.float64)
-    return torch.topk(neg, k, dim=1, largest=True, sorted=True).values.double().numpy()
+def _sort_rows_np(neg: torch.Tensor) -> np.ndarray:
+    """Every row of a detached CPU ``neg`` ``(A, K)`` sorted in ascending order (numpy).
+
+    numpy's SIMD sort of whole rows is several times faster than ``torch.topk`` of width
+    ``k_tail`` and gives the same values; the loss shares the sorted rows between the gate, the
+    batch-beta fit and the top-M terms of the released recipe.
+    """
+    return np.sort(neg.numpy(), axis=1)
+
+
+def _gate_sorted_np(srt: np.ndarray, gate: GateConfig, like: torch.Tensor) -> GateStats:
+    """Gate from rows sorted in ascending order (CPU fast path); tensors like ``like``."""
+    K = srt.shape[1]
+    k = _tail_size(K, gate.tail_frac, gate.min_tail)
+    T = srt[:, K - k :][:, ::-1]  # (A, k) descending: a view, the fits read it in float64
+    fits = _tail_fits(T, gate.eps)
+    return _finish_np(T, fits.dAIC, fits.n_eff < 2, gate, like, k, fits.n_eff)
 
 
 def _gate(neg: torch.Tensor, gate: GateConfig) -> GateStats:
     """Gate of the two-view loss on detached float32/float64 negatives ``(A, K)`` (no validation)."""
-    K = neg.shape[1]
-    k = tail_size(K, gate.tail_frac, gate.min_tail)
     if _np_ok(neg):
-        T = _top_desc_np(neg, k)
-        fits = _tail_fits(T, gate.eps)
-        rho_np = np.maximum(1.0 - T[:, 0], gate.eps)
-        return _finish_np(rho_np, fits.dAIC, fits.n_eff < 2, gate, neg, k, fits.n_eff)
+        return _gate_sorted_np(_sort_rows_np(neg), gate, neg)
+    k = _tail_size(neg.shape[1], gate.tail_frac, gate.min_tail)
     T64 = torch.topk(neg, k, dim=1, largest=True, sorted=True).values.double()
     dAIC, n_eff = _tail_fits_torch(T64, gate.eps)
     rho = torch.clamp(torch.rsub(T64[:, 0], 1.0), min=gate.eps)
@@ -222,7 +227,7 @@ def _label_gate(S: torch.Tensor, negmask: torch.Tensor, K_list: list[int], gate:
     statistics equal those of the two-view gate exactly (on either path).
     """
     B = S.shape[0]
-    k_of = {K: tail_size(K, gate.tail_frac, gate.min_tail) for K in set(K_list)}
+    k_of = {K: _tail_size(K, gate.tail_frac, gate.min_tail) for K in set(K_list)}
     k_host = np.array([k_of[K] for K in K_list], dtype=np.int64)
     kmax = int(k_host.max())
     masked = S.masked_fill(~negmask, float("-inf"))
@@ -234,12 +239,11 @@ def _label_gate(S: torch.Tensor, negmask: torch.Tensor, K_list: list[int], gate:
     k_t = torch.from_numpy(k_host).to(S.device)
     n_t = torch.from_numpy(n_host).to(S.device)
     if _np_ok(S):
-        T = _top_desc_np(masked, kmax)  # (B, kmax) float64
+        T = _sort_rows_np(masked)[:, : -kmax - 1 : -1]  # (B, kmax) descending
         dAIC = np.zeros(B)
         for k, rows in groups:
             dAIC[rows] = _tail_fits(T[rows, :k], gate.eps).dAIC  # k <= K_i: only true negatives
-        rho_np = np.maximum(1.0 - T[:, 0], gate.eps)
-        return _finish_np(rho_np, dAIC, fallback, gate, S, k_t, n_t)
+        return _finish_np(T, dAIC, fallback, gate, S, k_t, n_t)
     T64 = torch.topk(masked, kmax, dim=1, largest=True, sorted=True).values.double()
     dAIC_t = torch.zeros(B, dtype=torch.float64, device=S.device)
     for k, rows in groups:

@@ -15,6 +15,7 @@ torch only, with no host synchronisation in the forward or the backward pass.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -64,50 +65,67 @@ def tlambda_logits(
     return (1 - lam) * (s / tau) + lam * W
 
 
+@functools.lru_cache(maxsize=16)
+def _cap(eps: float, dtype: torch.dtype) -> float:
+    """``1 - eps`` as the floating ``dtype`` rounds it (the clamp ``min(s, 1 - eps)`` uses)."""
+    if dtype == torch.float32:
+        return float(np.float32(1.0 - eps))
+    return 1.0 - eps
+
+
 class _TLambdaCE(torch.autograd.Function):
-    """Fused ``mean_i CE(T_lambda(cand_i), 0)`` with the closed-form backward (lambda fixed)."""
+    """Fused ``mean_i CE(T_lambda(cand_i), 0)`` with the closed-form backward (lambda fixed).
+
+    Forward: ``u = 1 - min(cand, 1 - eps)``, ``logits = lerp(cand / tau, -log u, lam)``, then
+    ``log_softmax`` and the target 0. Backward, from the saved ``u``:
+    ``grad = (softmax - onehot_0) * ((1 - lam)/tau + lam / u [cand <= 1 - eps]) * g / A``.
+    ``clamped`` says whether some entry exceeds ``1 - eps`` (the CPU fast path knows it from the
+    sorted rows); None (the device path) masks unconditionally. The ``(A, A - 1)`` buffers are
+    reused in place wherever their values are not needed again.
+    """
 
     @staticmethod
-    def forward(ctx: Any, cand: torch.Tensor, lam: torch.Tensor, tau: float, eps: float) -> torch.Tensor:
+    def forward(
+        ctx: Any, cand: torch.Tensor, lam: torch.Tensor, tau: float, eps: float, clamped: bool | None
+    ) -> torch.Tensor:
         lam_c = lam[:, None]
         logits = cand / tau  # the very op info_nce uses -> identical bits when lam == 0
-        W = torch.clamp(cand, max=1.0 - eps)
-        if _np_ok(W):  # numpy's SIMD log1p is ~2x faster than torch's on CPU
-            Wn = W.numpy()
-            np.log1p(np.negative(Wn, out=Wn), out=Wn)
+        u = torch.clamp(cand, max=1.0 - eps)
+        if _np_ok(u):  # numpy's SIMD log is faster than torch's on CPU
+            un = u.numpy()
+            np.subtract(1.0, un, out=un)
+            Wn = np.log(un)
+            W = torch.from_numpy(np.negative(Wn, out=Wn))
         else:
-            W.neg_().log1p_()  # log(1 - s~) = -W
-        logits.mul_(1 - lam_c)
-        logits.addcmul_(W, lam_c, value=-1.0)  # (1-lam) s/tau + lam * (-log(1 - s~))
+            u = torch.rsub(u, 1.0)
+            W = torch.log(u).neg_()
+        # (1 - lam) s / tau + lam W in one pass, in place; lerp(q, W, 0) is exactly q
+        logits.lerp_(W, lam_c)
         logp = torch.log_softmax(logits, dim=1)
         target = torch.zeros(cand.shape[0], dtype=torch.long, device=cand.device)
         loss = F.nll_loss(logp, target)
-        ctx.save_for_backward(cand, lam, logp)
+        ctx.save_for_backward(cand, lam, logp, u)
         ctx.tau = tau
-        ctx.eps = eps
+        ctx.cap = _cap(eps, cand.dtype)
+        ctx.clamped = clamped
         return loss
 
     @staticmethod
     @once_differentiable
-    def backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor, None, None, None]:
-        cand, lam, logp = ctx.saved_tensors
-        A = cand.shape[0]
-        scale = g / A
+    def backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor, None, None, None, None]:
+        cand, lam, logp, u = ctx.saved_tensors
+        scale = g / cand.shape[0]
         lam_c = lam[:, None]
-        # d loss / d logits = (softmax - onehot_0) * g / A
-        fast = _np_ok(logp)
-        if fast:
+        alpha = (1 - lam_c) * (scale / ctx.tau)
+        # d loss / d logits = (softmax - onehot_0) * g / A;  d logits / d s = (1 - lam)/tau + lam / u
+        if _np_ok(logp):
             P = torch.empty_like(logp)
             np.exp(logp.numpy(), out=P.numpy())
         else:
             P = logp.exp()
         P[:, 0] -= 1
-        # d logits / d cand = (1 - lam)/tau + lam / (1 - s) * [s <= 1 - eps]   (times g / A)
-        D = torch.rsub(cand, 1.0).reciprocal_()
-        if not fast:  # on the device: mask unconditionally (no host round trip to test first)
-            D.masked_fill_(cand > 1.0 - ctx.eps, 0.0)
-        elif bool(cand.max() > 1.0 - ctx.eps):  # CPU: the clamp is active somewhere (rare)
-            D.masked_fill_(cand > 1.0 - ctx.eps, 0.0)
-        D.mul_(lam_c * scale).add_((1 - lam_c) * (scale / ctx.tau))
+        D = torch.div(lam_c * scale, u).add_(alpha)
+        if ctx.clamped is None or ctx.clamped:  # the clamp's branch has zero slope above 1 - eps
+            D = torch.where(cand > ctx.cap, alpha, D)
         P.mul_(D)
-        return P, None, None, None
+        return P, None, None, None, None

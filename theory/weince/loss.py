@@ -50,8 +50,8 @@ from theory.validation import as_float_tensor, one_of, real
 from theory.weince._fast import _np_ok
 from theory.weince._inputs import check_embeddings
 from theory.weince.config import DEFAULT_GATE, DEFAULT_RELEASED, GateConfig, ReleasedConfig
-from theory.weince.gate import GateStats, _gate, _label_gate
-from theory.weince.logits import _TLambdaCE, tlambda_logits
+from theory.weince.gate import GateStats, _gate, _gate_sorted_np, _label_gate, _sort_rows_np
+from theory.weince.logits import _cap, _TLambdaCE, tlambda_logits
 from theory.weince.recipe import WeibullBetaState
 
 __all__ = ["WeiNCEDiagnostics", "weince_loss", "weince_label_loss", "WeiNCELoss"]
@@ -119,10 +119,32 @@ def _diagnostics(stats: GateStats, beta_t: torch.Tensor | None) -> WeiNCEDiagnos
 # --------------------------------------------------------------------------------------------
 
 
+def _top_index_np(a: np.ndarray, srt: np.ndarray, M: int) -> np.ndarray:
+    """Column indices ``(A, M)`` of the ``M`` largest entries of each row of ``a`` (CPU fast path).
+
+    ``srt`` holds the rows of ``a`` sorted ascending: the threshold is each row's ``M``-th largest
+    value, and the entries at or above it are the top ``M`` unless a row has ties at the
+    threshold (then ``np.argpartition`` picks ``M`` of them, as ``torch.topk`` would).
+    """
+    A, K = a.shape
+    cols = np.nonzero(a >= srt[:, K - M, None])[1]
+    if cols.size == A * M:  # every row has >= M such entries, so exactly M each
+        return cols.reshape(A, M)
+    return np.argpartition(a, K - M, axis=1)[:, K - M :]
+
+
 def _aux_terms(
-    cand: torch.Tensor, tau: float, cfg: ReleasedConfig, eps: float, beta_t: torch.Tensor
+    cand: torch.Tensor,
+    tau: float,
+    cfg: ReleasedConfig,
+    eps: float,
+    beta_t: torch.Tensor,
+    srt: np.ndarray | None = None,
 ) -> torch.Tensor:
-    """``w_W CE_Weibit-top-M(beta_t) + w_PL CE_PL-top-M`` (``docs/weince.md#core-and-released-recipes``)."""
+    """``w_W CE_Weibit-top-M(beta_t) + w_PL CE_PL-top-M`` (``docs/weince.md#core-and-released-recipes``).
+
+    ``srt``: the CPU fast path's negatives with every row sorted ascending, or None.
+    """
     neg = cand[:, 1:]
     pos = cand[:, :1]
     K = neg.shape[1]
@@ -135,8 +157,8 @@ def _aux_terms(
         if M not in tops:
             if M == K:
                 tops[M] = neg
-            elif _np_ok(neg) and neg.dtype == torch.float32:
-                idx = np.argpartition(neg.detach().numpy(), K - M, axis=1)[:, K - M :]
+            elif srt is not None:
+                idx = _top_index_np(neg.detach().numpy(), srt, M)
                 tops[M] = torch.gather(neg, 1, torch.from_numpy(idx))
             else:
                 tops[M] = torch.topk(neg, M, dim=1, sorted=False).values
@@ -186,13 +208,18 @@ def _two_view(
         check_embeddings(z1=z1, z2=z2)
     _, cand = two_view_candidates(z1, z2)
     neg = cand.detach()[:, 1:]
+    srt = _sort_rows_np(neg) if _np_ok(neg) else None  # CPU fast path: one sort, shared
     with torch.no_grad():
-        stats = _gate(neg, gate)
-    loss = _TLambdaCE.apply(cand, stats.lam, tau, gate.eps)
+        stats = _gate(neg, gate) if srt is None else _gate_sorted_np(srt, gate, neg)
+    clamped = None
+    if srt is not None:  # does any candidate exceed 1 - eps? (the sorted rows hold each row's max)
+        cap = _cap(gate.eps, cand.dtype)
+        clamped = bool(srt[:, -1].max() > cap or cand.detach().numpy()[:, 0].max() > cap)
+    loss = _TLambdaCE.apply(cand, stats.lam, tau, gate.eps, clamped)
     beta_t = None
     if state is not None:
-        beta_t = state.update(neg, gate.eps)
-        loss = loss + _aux_terms(cand, tau, state.config, gate.eps, beta_t)
+        beta_t = state.update(neg, gate.eps) if srt is None else state._update_sorted(srt, gate.eps)
+        loss = loss + _aux_terms(cand, tau, state.config, gate.eps, beta_t, srt)
     return loss, _diagnostics(stats, beta_t)
 
 
@@ -454,8 +481,6 @@ def weince_label_loss(
     tau = _settings(tau, gate, "core")
     if not isinstance(z, torch.Tensor) or z.dim() != 2:
         raise ValueError(f"z must be a 2-D tensor (B, d), got {getattr(z, 'shape', type(z).__name__)!r}")
-    if check_inputs:
-        check_embeddings(z=z)
     z = as_float_tensor(z)
     B = z.shape[0]
     labels = torch.as_tensor(labels, device=z.device)
@@ -465,6 +490,8 @@ def weince_label_loss(
         raise ValueError(f"labels must be integers, got dtype {labels.dtype}")
     if B < 2:
         raise ValueError(f"need at least 2 samples, got B={B}")
+    if check_inputs:
+        check_embeddings(z=z)
     if normalize:
         z = F.normalize(z, dim=1, eps=1e-12)
     S = z @ z.T

@@ -60,8 +60,12 @@ def tail_size(num_negatives: int, tail_frac: float = 0.1, min_tail: int = 32) ->
         ValueError: ``num_negatives < 1``, ``tail_frac < 0`` or ``min_tail < 0``.
     """
     K = integer("num_negatives", num_negatives, lo=1)
-    tail_frac = real("tail_frac", tail_frac, lo=0.0)
-    min_tail = integer("min_tail", min_tail, lo=0)
+    return _tail_size(K, real("tail_frac", tail_frac, lo=0.0), integer("min_tail", min_tail, lo=0))
+
+
+@functools.lru_cache(maxsize=256)
+def _tail_size(K: int, tail_frac: float, min_tail: int) -> int:
+    """:func:`tail_size` on validated arguments (cached: the loss asks once per batch)."""
     k = max(min_tail, round(tail_frac * K))
     k = min(k, K)
     k = max(10, k)
@@ -138,11 +142,17 @@ class TailFits:
     dAIC: np.ndarray
 
 
-def _tail_fits(T: np.ndarray, eps: float) -> TailFits:
-    """Vectorised steps 3-6 on descending tails ``T`` ``(A, k)`` float64 numpy (no validation).
+#: The signs that turn both sanity penalties into ``sign * slope <= 0`` (W: slope <= 0, G: slope >= 0).
+_PENALTY_SIGN = np.array([1.0, -1.0])
 
-    The single implementation of the tail fits: used by the two-view gate, the label-positive
-    gate (:mod:`theory.weince.gate`) and :func:`theory.weince.tails.tail_aic_fit`.
+
+def _tail_fits(T: np.ndarray, eps: float) -> TailFits:
+    """Vectorised steps 3-6 on descending tails ``T`` ``(A, k)`` (no validation).
+
+    ``T`` may be float32 or float64 and any view (e.g. the reversed top columns of sorted rows);
+    the fits run in float64. The numpy implementation of the tail fits: used by the CPU fast
+    path of the two-view and label-positive gates (:mod:`theory.weince.gate`),
+    :func:`tail_fits` and :func:`theory.weince.tails.tail_aic_fit`.
     """
     A, k = T.shape
     burn = max(1, k // 20)
@@ -150,11 +160,15 @@ def _tail_fits(T: np.ndarray, eps: float) -> TailFits:
     if n < 2:
         nan = np.full((A, 2), np.nan)
         return TailFits(k, burn, n, nan, nan.copy(), nan.copy(), np.full(2, np.nan), np.zeros(A))
-    x = np.log(np.maximum(1.0 - T[:, burn:], eps))  # (A, n) ascending log-shortfalls
-    xc = x - x.mean(axis=1, keepdims=True)
+    xc = np.subtract(1.0, T[:, burn:], dtype=np.float64)  # (A, n) ascending shortfalls
+    np.maximum(xc, eps, out=xc)
+    np.log(xc, out=xc)  # x = log delta, centred next
+    tied = xc[:, 0] == xc[:, -1]
+    xc -= xc.sum(axis=1, keepdims=True) / n
     # all tail points tied: centred x is exactly 0 (a rounded mean would leave ulp noise whose
     # sign decides the +1e6 penalties); both slopes are then 0 and both SSEs penalised
-    xc[x[:, 0] == x[:, -1]] = 0.0
+    if tied.any():
+        xc[tied] = 0.0
     sxx = np.einsum("ij,ij->i", xc, xc)
     Y, syy = _centred_responses(k, burn, eps)  # (n, 2), (2,)
     sxy = xc @ Y  # (A, 2)
@@ -162,15 +176,15 @@ def _tail_fits(T: np.ndarray, eps: float) -> TailFits:
     # SSE = sum (yc - b xc)^2 = Syy - 2 b Sxy + b^2 Sxx (the unfloored Sxx: with a near-tied tail
     # Sxx < 1e-12 and b is not the least-squares slope); rows where this expansion could lose
     # digits to cancellation (SSE < 1e-6 Syy) are recomputed from explicit residuals
-    sse_raw = syy[None, :] - 2.0 * slope * sxy + slope * slope * sxx[:, None]
-    redo = np.flatnonzero((sse_raw < 1e-6 * syy[None, :]).any(axis=1))
-    if redo.size:
+    sse_raw = syy[None, :] + slope * (slope * sxx[:, None] - 2.0 * sxy)
+    low = sse_raw < 1e-6 * syy
+    if low.any():
+        redo = np.flatnonzero(low.any(axis=1))
         resid = Y.T[None, :, :] - slope[redo, :, None] * xc[redo, None, :]
         sse_raw[redo] = np.einsum("ijk,ijk->ij", resid, resid)
     sse = np.maximum(sse_raw, _SSE_FLOOR)
-    sse[:, 0] += _PENALTY * (slope[:, 0] <= 0)
-    sse[:, 1] += _PENALTY * (slope[:, 1] >= 0)
-    dAIC = n * (np.log(sse[:, 1] / n) - np.log(sse[:, 0] / n))
+    sse += np.where(slope * _PENALTY_SIGN <= 0, _PENALTY, 0.0)
+    dAIC = n * np.log(sse[:, 1] / sse[:, 0])
     return TailFits(k, burn, n, slope, sse_raw, sse, syy, dAIC)
 
 
@@ -195,7 +209,7 @@ def _tail_fits_torch(T: torch.Tensor, eps: float) -> tuple[torch.Tensor, int]:
     burn = max(1, k // 20)
     n = k - burn
     if n < 2:
-        return torch.zeros(A, dtype=T.dtype, device=T.device), n
+        return torch.zeros(A, dtype=torch.float64, device=T.device), n
     x = torch.log(torch.clamp(torch.rsub(T[:, burn:], 1.0), min=eps))  # (A, n) ascending
     xc = x - x.mean(dim=1, keepdim=True)
     xc = xc.masked_fill(x[:, :1] == x[:, -1:], 0.0)  # tied tails: centred x exactly 0

@@ -129,7 +129,7 @@ def test_gradient_with_clamp_active_and_gradcheck():
         from theory.weince.logits import _TLambdaCE
 
         _, cand = two_view_candidates(x1, x2)
-        return _TLambdaCE.apply(cand, lam, 0.5, 1e-6)
+        return _TLambdaCE.apply(cand, lam, 0.5, 1e-6, None)
 
     assert torch.autograd.gradcheck(f, (z1.clone().requires_grad_(), z2.clone().requires_grad_()))
 
