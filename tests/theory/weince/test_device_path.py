@@ -164,3 +164,20 @@ def test_check_inputs_is_the_only_sync_of_the_forward_pass(monkeypatch):
     z1, z2 = make_views(8, 4, seed=1, dtype=torch.float32)
     with _no_host_sync(monkeypatch), pytest.raises(AssertionError, match="tolist"):
         mod(z1, z2)
+
+
+@pytest.mark.parametrize("recipe", ["core", "released"])
+def test_device_path_runs_on_meta_tensors(recipe):
+    # meta tensors carry shapes but no data: any host read or data-dependent branch would fail
+    mod = WeiNCELoss(recipe=recipe, check_inputs=False).to("meta")
+    if recipe == "released":
+        assert mod.beta_state.beta.is_meta  # the EMA buffers moved with .to()
+    z1 = torch.randn(12, 6, device="meta", requires_grad=True)
+    z2 = torch.randn(12, 6, device="meta")
+    loss = mod(z1, z2)
+    loss.backward()
+    assert loss.is_meta and loss.shape == () and z1.grad.shape == (12, 6)
+    d = mod.last_diagnostics
+    assert d.lam.is_meta and d.lam.shape == (24,) and d.rho0.shape == ()
+    if recipe == "released":
+        assert d.beta_t.is_meta
