@@ -107,3 +107,53 @@ def test_state_is_a_module_with_buffers_and_resumes_exactly():
 def test_state_validation():
     with pytest.raises(ValueError, match="config must be a ReleasedConfig"):
         WeibullBetaState({"beta_init": 4.0})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("case", ["random", "one hot row", "ties", "tiny"])
+def test_global_top_from_sorted_rows_is_exact(case):
+    from theory.weince.recipe import _global_top_np
+
+    rng = np.random.default_rng(3)
+    a = np.tanh(rng.normal(0.0, 0.4, (200, 198))).astype(np.float32)
+    if case == "one hot row":  # one anchor holds more of the global top than the shortcut keeps
+        a[7] = np.float32(0.999) - np.arange(198, dtype=np.float32) * 1e-5
+    if case == "ties":
+        a = np.round(a, 1)
+    if case == "tiny":
+        a = a[:4, :6]
+    srt = np.sort(a, axis=1)
+    for k in (1, 40, 1980, a.size):
+        if k > a.size:
+            continue
+        want = np.sort(a.ravel())[::-1][:k].astype(np.float64)
+        assert np.array_equal(_global_top_np(srt, k), want), (case, k)
+
+
+def test_top_m_indices_with_and_without_ties():
+    from theory.weince.loss import _top_index_np
+
+    rng = np.random.default_rng(4)
+    for a in (np.tanh(rng.normal(0, 0.4, (64, 62))).astype(np.float32), np.round(rng.random((64, 62)), 1)):
+        srt = np.sort(a, axis=1)
+        for M in (1, 10, 61):
+            idx = _top_index_np(a, srt, M)
+            got = np.sort(np.take_along_axis(a, idx, axis=1), axis=1)
+            want = np.sort(torch.topk(torch.from_numpy(a), M, dim=1).values.numpy(), axis=1)
+            assert idx.shape == (64, M) and np.array_equal(got, want)
+            assert all(len(set(r)) == M for r in idx.tolist())  # distinct columns
+
+
+def test_released_recipe_at_the_benchmark_size_matches_the_device_path(monkeypatch):
+    # 2N = 400: the beta fit takes its shortcut through the sorted rows (m < K)
+    import theory.weince._fast as W
+
+    z1, z2 = make_views(200, 16, seed=44, dtype=torch.float32)
+    out = []
+    for fast in (True, False):
+        monkeypatch.setattr(W, "_NUMPY_FAST", fast)
+        state = WeibullBetaState()
+        loss = weince_loss(z1, z2, recipe="released", state=state)
+        out.append((loss, float(state.beta), float(state.beta_hat), float(state.r2)))
+    (l0, b0, h0, r0), (l1, b1, h1, r1) = out
+    assert torch.allclose(l0, l1, rtol=1e-5, atol=1e-6)
+    assert abs(b0 - b1) < 1e-9 and abs(h0 - h1) < 1e-6 and abs(r0 - r1) < 1e-9
