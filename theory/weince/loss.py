@@ -259,6 +259,20 @@ def weince_loss(
 ) -> tuple[torch.Tensor, WeiNCEDiagnostics]: ...
 
 
+@overload
+def weince_loss(
+    z1: torch.Tensor,
+    z2: torch.Tensor,
+    *,
+    tau: float = ...,
+    gate: GateConfig = ...,
+    recipe: Recipe = ...,
+    state: WeibullBetaState | None = ...,
+    check_inputs: bool = ...,
+    return_diagnostics: bool,
+) -> torch.Tensor | tuple[torch.Tensor, WeiNCEDiagnostics]: ...
+
+
 def weince_loss(
     z1: torch.Tensor,
     z2: torch.Tensor,
@@ -429,6 +443,19 @@ def weince_label_loss(
     check_inputs: bool = ...,
     return_diagnostics: Literal[True],
 ) -> tuple[torch.Tensor, WeiNCEDiagnostics]: ...
+
+
+@overload
+def weince_label_loss(
+    z: torch.Tensor,
+    labels: torch.Tensor,
+    *,
+    tau: float = ...,
+    gate: GateConfig = ...,
+    normalize: bool = ...,
+    check_inputs: bool = ...,
+    return_diagnostics: bool,
+) -> torch.Tensor | tuple[torch.Tensor, WeiNCEDiagnostics]: ...
 
 
 def weince_label_loss(
