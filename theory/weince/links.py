@@ -29,6 +29,7 @@ from theory.infonce import two_view_candidates
 from theory.options import WEINCE_TAU
 from theory.validation import integer, real
 from theory.weince._inputs import as_float64, as_index_array, as_mask
+from theory.weince.config import DEFAULT_GATE
 from theory.weince.logits import tlambda_logits
 
 __all__ = [
@@ -69,7 +70,7 @@ def _loglik_arrays(arrs: Sequence[torch.Tensor], lam: float, tau: float, eps: fl
     return total
 
 
-def tlambda_loglik(cand: Any, lam: float, tau: float = WEINCE_TAU, eps: float = 1e-6) -> float:
+def tlambda_loglik(cand: Any, lam: float, tau: float = WEINCE_TAU, eps: float = DEFAULT_GATE.eps) -> float:
     """Log-likelihood of the observed winners (column 0) under the T_lambda link.
 
     ``sum_i log softmax_j((1 - lam) s_ij / tau + lam (-log(1 - min(s_ij, 1 - eps))))_0``
@@ -202,7 +203,7 @@ def link_select(
     cand: Any,
     *,
     tau: float | None = WEINCE_TAU,
-    eps: float = 1e-6,
+    eps: float = DEFAULT_GATE.eps,
     n_grid: int = 51,
     tau_bounds: tuple[float, float] = (0.01, 10.0),
     xatol: float = 1e-7,

@@ -26,12 +26,13 @@ from torch.autograd.function import once_differentiable
 from theory.options import WEINCE_TAU
 from theory.validation import as_float_tensor, real
 from theory.weince._fast import _np_ok
+from theory.weince.config import DEFAULT_GATE
 
 __all__ = ["tlambda_logits"]
 
 
 def tlambda_logits(
-    s: torch.Tensor, lam: torch.Tensor | float, tau: float = WEINCE_TAU, eps: float = 1e-6
+    s: torch.Tensor, lam: torch.Tensor | float, tau: float = WEINCE_TAU, eps: float = DEFAULT_GATE.eps
 ) -> torch.Tensor:
     """Closed-form T_lambda logits, differentiable in ``s`` (``docs/weince.md#the-t-lambda-logits``).
 

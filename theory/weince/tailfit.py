@@ -26,6 +26,7 @@ import torch
 
 from theory.validation import integer, real
 from theory.weince._inputs import as_float64
+from theory.weince.config import DEFAULT_GATE
 
 __all__ = ["tail_size", "rho0_index", "TailFits", "tail_fits"]
 
@@ -40,7 +41,9 @@ _PENALTY = 1e6
 # --------------------------------------------------------------------------------------------
 
 
-def tail_size(num_negatives: int, tail_frac: float = 0.1, min_tail: int = 32) -> int:
+def tail_size(
+    num_negatives: int, tail_frac: float = DEFAULT_GATE.tail_frac, min_tail: int = DEFAULT_GATE.min_tail
+) -> int:
     """Tail size ``k_tail`` for ``K = num_negatives`` negatives, in the authors' exact order.
 
     ``k = max(min_tail, round(tail_frac K)); k = min(k, K); k = max(10, k); k = min(k, K)`` with
@@ -72,7 +75,7 @@ def _tail_size(K: int, tail_frac: float, min_tail: int) -> int:
     return min(k, K)
 
 
-def rho0_index(A: int, q: float = 0.2) -> int:
+def rho0_index(A: int, q: float = DEFAULT_GATE.q) -> int:
     """Index of the pivot ``rho0`` in ``sort(rho)`` over ``A`` anchors: ``round(q (A - 1))``.
 
     Python ``round`` (half to even), ``docs/weince.md#the-gate``, step 7: A=512 -> 102,
@@ -225,7 +228,7 @@ def _tail_fits_torch(T: torch.Tensor, eps: float) -> tuple[torch.Tensor, int]:
     return dAIC, n
 
 
-def tail_fits(tails: Any, eps: float = 1e-6) -> TailFits:
+def tail_fits(tails: Any, eps: float = DEFAULT_GATE.eps) -> TailFits:
     """Weibull-line versus Gumbel-fast least-squares "AIC" of per-anchor tails.
 
     For each row ``T_i`` (the ``k`` largest negatives, descending): ``x = log max(1 - T_i, eps)``,

@@ -107,3 +107,20 @@ def test_no_entry_point_spells_out_the_gate_parameters(fn):
     params = inspect.signature(fn).parameters
     assert not set(params) & set(GATE_FIELDS), sorted(set(params) & set(GATE_FIELDS))
     assert params["gate"].default is DEFAULT_GATE
+
+
+def test_the_lower_level_defaults_come_from_the_gate_config():
+    from theory.weince import link_select, rho0_index, tail_fits, tail_size, tlambda_logits, tlambda_loglik
+
+    d = GateConfig()
+    sig = {
+        f: inspect.signature(f).parameters
+        for f in (tail_size, rho0_index, tail_fits, tlambda_logits, tlambda_loglik, link_select)
+    }
+    assert (
+        sig[tail_size]["tail_frac"].default == d.tail_frac
+        and sig[tail_size]["min_tail"].default == d.min_tail
+    )
+    assert sig[rho0_index]["q"].default == d.q
+    for f in (tail_fits, tlambda_logits, tlambda_loglik, link_select):
+        assert sig[f]["eps"].default == d.eps, f.__name__
