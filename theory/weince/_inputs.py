@@ -8,9 +8,10 @@ Two rules (``docs/weince.md#inputs``):
   the argument; a meta tensor (shape only, no data) raises ``ValueError`` naming the argument;
   complex input is rejected.
 * **Losses** (``weince_loss``, ``weince_label_loss``, ``WeiNCELoss``): torch tensors only;
-  :func:`check_embeddings` is one fused check per call (a single host synchronisation for all the
-  arguments together) that every row has a finite Euclidean norm, i.e. no NaN, no inf and no norm
-  that overflows the dtype, which would turn the cosine normalisation into a silent zero row.
+  :func:`check_rows` is one fused check per call (a single host synchronisation for all the
+  arguments together, on the diagonal of the loss's own Gram matrix) that no row holds NaN or inf
+  and no row's norm overflows the dtype, which would turn the cosine normalisation into a silent
+  zero row.
 
 These helpers live here, in the package, until ``theory.validation`` offers the same rules.
 """
@@ -97,34 +98,42 @@ def as_mask(name: str, x: Any) -> np.ndarray:
     return np.asarray(x, dtype=bool)
 
 
-def check_embeddings(**tensors: torch.Tensor) -> None:
-    """One fused finiteness check of the loss inputs (``z1=..., z2=...`` or ``z=...``).
-
-    Computes every row's Euclidean norm in at least float32 (the precision the loss normalises
-    in) and synchronises once for all the arguments. A NaN or inf entry, or a row whose norm
-    overflows, raises.
-
-    Raises:
-        ValueError: a meta tensor, or a non-finite row, naming the argument, e.g.
-            ``"z1 must be finite: row 3 holds NaN or inf"``.
-    """
-    peaks = []
+def reject_meta(**tensors: torch.Tensor) -> None:
+    """Raise ``ValueError`` naming the first meta tensor (shape only, no data) among ``tensors``."""
     for name, z in tensors.items():
         _reject_meta(name, z)
+
+
+def check_rows(S: torch.Tensor, parts: list[tuple[str, torch.Tensor]], *, normalized: bool) -> None:
+    """The losses' fused finiteness check, on the diagonal of their Gram matrix ``S``.
+
+    The rows of ``S`` are the rows of the ``parts`` stacked in order (``[("z1", z1), ("z2", z2)]``
+    or ``[("z", z)]``). A NaN or inf entry makes its row's ``S_ii`` NaN; a row whose norm
+    overflows is normalised to zero (``S_ii = 0``) or overflows ``S_ii`` itself. So the fast path
+    reads one flag from the device, ``all(isfinite(S_ii) & S_ii > 1/2)`` (``isfinite`` only when
+    ``normalized`` is False); only when it fails are the rows inspected, and a row that is merely
+    zero or tiny (a cosine of 0 with everything, as before) is accepted.
+
+    Raises:
+        ValueError: naming the argument and the row, e.g.
+            ``"z1 must be finite: row 3 holds NaN or inf"`` or
+            ``"z2 has a row whose norm overflows torch.float32 (row 0) ..."``.
+    """
+    d = torch.diagonal(S)
+    ok = torch.isfinite(d) & (d > 0.5) if normalized else torch.isfinite(d)
+    if bool(ok.all()):  # the one host synchronisation
+        return
+    for name, z in parts:
         zf = z.detach()
         if zf.dtype in (torch.float16, torch.bfloat16) or not zf.is_floating_point():
-            zf = zf.float()
-        peaks.append(torch.linalg.vector_norm(zf, dim=-1).amax())  # NaN and inf propagate
-    ok = torch.isfinite(torch.stack(peaks)).tolist() if peaks else []
-    for (name, z), good in zip(tensors.items(), ok, strict=True):
-        if good:
-            continue
-        zf = z.detach().double()
-        bad = ~torch.isfinite(zf).reshape(zf.shape[0], -1).all(dim=1) if zf.dim() else ~torch.isfinite(zf)
+            zf = zf.float()  # the precision the loss normalises in
+        bad = ~torch.isfinite(zf).all(dim=1)
         if bool(bad.any()):
-            row = int(torch.nonzero(bad.reshape(-1))[0])
-            raise ValueError(f"{name} must be finite: row {row} holds NaN or inf")
-        raise ValueError(
-            f"{name} has a row whose norm overflows {z.dtype} (|{name}| too large to normalise); "
-            "rescale the embeddings"
-        )
+            raise ValueError(f"{name} must be finite: row {int(torch.nonzero(bad)[0])} holds NaN or inf")
+        norm = torch.linalg.vector_norm(zf, dim=1)
+        over = ~torch.isfinite(norm if normalized else norm * norm)
+        if bool(over.any()):
+            raise ValueError(
+                f"{name} has a row whose norm overflows {zf.dtype} (row {int(torch.nonzero(over)[0])}); "
+                "rescale the embeddings"
+            )

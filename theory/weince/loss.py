@@ -48,7 +48,7 @@ from theory.infonce import two_view_candidates
 from theory.options import RECIPES, WEINCE_TAU
 from theory.validation import as_float_tensor, one_of, real
 from theory.weince._fast import _np_ok
-from theory.weince._inputs import check_embeddings
+from theory.weince._inputs import check_rows, reject_meta
 from theory.weince.config import DEFAULT_GATE, DEFAULT_RELEASED, GateConfig, ReleasedConfig
 from theory.weince.gate import GateStats, _gate, _gate_sorted_np, _label_gate, _sort_rows_np
 from theory.weince.logits import _cap, _TLambdaCE, tlambda_logits
@@ -205,8 +205,10 @@ def _two_view(
     """The two-view loss on validated settings (``state`` given iff the released recipe)."""
     _check_views(z1, z2)
     if check_inputs:
-        check_embeddings(z1=z1, z2=z2)
-    _, cand = two_view_candidates(z1, z2)
+        reject_meta(z1=z1, z2=z2)
+    S, cand = two_view_candidates(z1, z2)
+    if check_inputs:
+        check_rows(S, [("z1", z1), ("z2", z2)], normalized=True)
     neg = cand.detach()[:, 1:]
     srt = _sort_rows_np(neg) if _np_ok(neg) else None  # CPU fast path: one sort, shared
     with torch.no_grad():
@@ -518,10 +520,11 @@ def weince_label_loss(
     if B < 2:
         raise ValueError(f"need at least 2 samples, got B={B}")
     if check_inputs:
-        check_embeddings(z=z)
-    if normalize:
-        z = F.normalize(z, dim=1, eps=1e-12)
-    S = z @ z.T
+        reject_meta(z=z)
+    zn = F.normalize(z, dim=1, eps=1e-12) if normalize else z
+    S = zn @ zn.T
+    if check_inputs:
+        check_rows(S, [("z", z)], normalized=normalize)
     same = labels[:, None] == labels[None, :]
     eye = torch.eye(B, dtype=torch.bool, device=z.device)
     negmask = ~same

@@ -247,3 +247,21 @@ def test_complex_and_non_numeric_inputs_are_rejected():
         fit_gpd(torch.from_numpy(Y.astype(complex)))
     with pytest.raises(ValueError, match="^scores must be a numeric array"):
         pot_fit(["a", "b"])
+
+
+def test_zero_rows_are_accepted_as_before():
+    # a zero embedding has cosine 0 with everything: allowed (it is finite), and not mistaken for
+    # an overflowing row by the fast check on the Gram diagonal
+    z1 = Z1.clone()
+    z1[2] = 0.0
+    want = weince_loss(z1, Z2, check_inputs=False)
+    assert torch.isfinite(want) and torch.equal(weince_loss(z1, Z2), want)
+    z = torch.cat([z1, Z2])
+    assert torch.equal(weince_label_loss(z, LABELS), weince_label_loss(z, LABELS, check_inputs=False))
+    assert torch.isfinite(weince_label_loss(z, LABELS, normalize=False))
+
+
+def test_unnormalised_label_loss_checks_the_squared_norm():
+    z = torch.cat([Z1, Z2])
+    with pytest.raises(ValueError, match="^z has a row whose norm overflows"):
+        weince_label_loss(z * 1e19, LABELS, normalize=False)  # |z|^2 overflows float32
