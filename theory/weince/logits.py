@@ -91,13 +91,17 @@ class _TLambdaCE(torch.autograd.Function):
     ) -> torch.Tensor:
         lam_c = lam[:, None]
         logits = cand / tau  # the very op info_nce uses -> identical bits when lam == 0
-        u = torch.clamp(cand, max=1.0 - eps)
-        if _np_ok(u):  # numpy's SIMD log is faster than torch's on CPU
-            un = u.numpy()
-            np.subtract(1.0, un, out=un)
+        if _np_ok(cand):  # numpy's SIMD log is faster than torch's on CPU
+            cn = cand.detach().numpy()
+            if clamped is None or clamped:
+                un = np.subtract(1.0, np.minimum(cn, _cap(eps, cand.dtype)))
+            else:  # no entry above 1 - eps: the clamp is the identity (one pass saved)
+                un = np.subtract(1.0, cn)
+            u = torch.from_numpy(un)
             Wn = np.log(un)
             W = torch.from_numpy(np.negative(Wn, out=Wn))
         else:
+            u = torch.clamp(cand, max=1.0 - eps)
             u = torch.rsub(u, 1.0)
             W = torch.log(u).neg_()
         # (1 - lam) s / tau + lam W in one pass, in place; lerp(q, W, 0) is exactly q
