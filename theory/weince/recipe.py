@@ -12,6 +12,7 @@ with torch operations only (no host synchronisation).
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -96,6 +97,20 @@ class WeibullBetaState(nn.Module):
 
     def extra_repr(self) -> str:  # noqa: D102
         return repr(self.config)
+
+    def _apply(self, fn: Callable[[torch.Tensor], torch.Tensor], recurse: bool = True) -> WeibullBetaState:
+        """Move the buffers like any module, but keep the EMA in float64 under a dtype cast.
+
+        ``module.half()`` or ``.to(torch.bfloat16)`` would otherwise round ``beta_t`` (the statistics
+        of WeiNCE stay in float32 or better); the device still follows ``fn``.
+        """
+        kept = {name: self._buffers[name] for name in ("beta", "beta_hat", "r2")}
+        super()._apply(fn, recurse)  # type: ignore[no-untyped-call]
+        for name, old in kept.items():
+            new = self._buffers[name]
+            if old is not None and new is not None and new.dtype != torch.float64:
+                self._buffers[name] = old.to(device=new.device)
+        return self
 
     def _skip(self, Kn: int, device: torch.device) -> bool:
         """Count the step (moving the state to ``device``); True when the fit is skipped."""

@@ -104,3 +104,17 @@ def test_repr_names_the_settings():
 def test_module_casts_with_to_and_state_stays_float64_by_default():
     m = WeiNCELoss(recipe="released").to(torch.device("cpu"))
     assert m.beta_state.beta.device.type == "cpu" and m.beta_state.beta.dtype == torch.float64
+
+
+@pytest.mark.parametrize("cast", ["half", "bfloat16", "double"])
+def test_a_dtype_cast_keeps_the_ema_in_float64(cast):
+    m = WeiNCELoss(recipe="released")
+    z1, z2 = make_views(20, 6, seed=5)
+    m(z1, z2)
+    before = m.beta_state.beta.clone()
+    m = m.half() if cast == "half" else m.to(getattr(torch, cast))
+    for name in ("beta", "beta_hat", "r2"):
+        assert getattr(m.beta_state, name).dtype == torch.float64, name
+    assert torch.equal(m.beta_state.beta, before) and m.beta_state.steps.dtype == torch.int64
+    out = m(z1.to(torch.float32), z2.to(torch.float32))
+    assert out.dtype == torch.float32 and torch.isfinite(out)
