@@ -177,7 +177,10 @@ def _source_states(
         else:
             states[k] = st
     for group in missing.values():
-        _, model = _train(group, {}, progress=progress, device=device)
+        # only the final state is kept: evaluate at the first and last epoch only (the metric step
+        # draws from its own "eval" stream, so the trained parameters are the same)
+        quiet = [s.replace(eval_every=max(1, s.num_epochs)) for s in group]
+        _, model = _train(quiet, {}, progress=progress, device=device)
         for r, s in enumerate(group):
             st = model.run_state(r)
             states[s.key()] = st
