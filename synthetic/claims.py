@@ -277,7 +277,11 @@ def with_available(runs: pd.DataFrame, thresholds: Sequence[float]) -> pd.DataFr
 def is_dc(row: pd.Series, t: float, crit: dict[str, Any]) -> bool | None:
     """DC at threshold t of an aggregated row (None without rank columns), see the grid files."""
     col = rank_column(t)
-    if f"{col}_mean" not in row.index or f"init_avail_{col}_mean" not in row.index:
+    if (
+        "dc_fraction" not in crit
+        or f"{col}_mean" not in row.index
+        or f"init_avail_{col}_mean" not in row.index
+    ):
         return None
     final, avail = float(row[f"{col}_mean"]), float(row[f"init_avail_{col}_mean"])
     if not (math.isfinite(final) and math.isfinite(avail)):
@@ -474,7 +478,7 @@ def claim_details(table: pd.DataFrame) -> pd.DataFrame:
             agg.insert(0, "grid", folder)
             agg.insert(0, "claim", cid)
             agg["nc"] = [is_nc(r, crit) for _, r in agg.iterrows()]
-            for t in thresholds:
+            for t in thresholds if "dc_fraction" in crit else ():
                 agg[f"dc_{rank_column(t)}"] = [is_dc(r, t, crit) for _, r in agg.iterrows()]
             out.append(agg)
     return pd.concat(out, ignore_index=True, sort=False) if out else pd.DataFrame()

@@ -302,6 +302,10 @@ def test_not_run_records_and_frame_views():
     assert set(tidy["id"]) == set(claims.CLAIM_GRIDS)
     details = claims.claim_details(t)
     assert bool(details["nc"].all()) and "dc_rank_1e-2" in details.columns
+    # grids whose criteria define no DC (S2, S3, R5) give no DC flags, and no error
+    s2 = _table(_runs("s2_ucl_positives", dict(method="UCL", positives="label"), NC))
+    both = claims.claim_details(pd.concat([t, s2], ignore_index=True))
+    assert set(both["claim"]) == {"S1", "S2"} and both.loc[both["claim"] == "S2", "dc_rank_1e-2"].isna().all()
     text = claims.format_records(claims.judge(t))
     assert "S1 [s1_scl_hscl_nc]: REPRODUCED" in text
     assert frame.set_index("claim").loc["S1", "n_runs"] == 3
