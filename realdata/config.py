@@ -250,8 +250,6 @@ class TrainConfig:
                 raise ValueError(f"views must be 'simclr' for the two-view method {self.method!r}, got 'label'")
         if self.recipe != "core" and self.method != "WeiNCE":
             raise ValueError(f"recipe applies to WeiNCE only; got recipe={self.recipe!r} for {self.method!r}")
-        if self.arch == "smallcnn" and self.dataset != "digits":
-            raise ValueError(f"arch 'smallcnn' is meant for digits, got dataset {self.dataset!r}")
 
     # ------------------------------------------------------------------ resolution
     def resolved(self, num_classes: int | None = None) -> TrainConfig:

@@ -165,7 +165,7 @@ def epoch_metrics(
     return EpochMetrics(out, mu.cpu().numpy(), np.asarray(spec, dtype=np.float64))
 
 
-def closed_form_optimum(config: Any) -> float:
+def closed_form_optimum(config: Any, num_classes: int) -> float:
     """NC value of the training loss of a resolved :class:`realdata.config.TrainConfig`.
 
     L*_SCL for SCL/HSCL (attained at NC for every beta), L*_UCL for UCL/HUCL (the binomial value
@@ -173,12 +173,10 @@ def closed_form_optimum(config: Any) -> float:
     bound, not attained, for HUCL at beta > 0); NaN for InfoNCE/WeiNCE, for
     ``normalization="none"`` and for ``d < C - 1`` (docs/hcl.md).
     """
-    c = config.resolved()
+    c = config.resolved(num_classes)
+    C = int(num_classes)
     if c.setting is None or c.normalization == "none" or c.out_dim is None:
         return float("nan")
-    from realdata.config import _NUM_CLASSES
-
-    C = _NUM_CLASSES[c.dataset]
     if c.out_dim < C - 1:
         return float("nan")
     from theory.hcl import plugin_value, scl_optimum, ucl_optimum

@@ -238,7 +238,7 @@ def train_run(
     objective = build_loss(cfg, world, options.ddp_loss)
     streams = Streams.create(cfg.seed, device, world.rank)
     bf16 = cfg.precision == "bf16"
-    optimum = closed_form_optimum(cfg)
+    optimum = closed_form_optimum(cfg, C)
     record_at = set(recorded_epochs(cfg.epochs, cfg.eval_every))
     rows: list[dict[str, Any]] = []
     gate_rows: list[pd.DataFrame] = []
