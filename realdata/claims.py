@@ -87,6 +87,17 @@ def _load(folder: Path) -> pd.DataFrame:
 # --------------------------------------------------------------------------------------------
 
 
+_DATASETS: dict[tuple[str, str | None], Any] = {}  # loaded once per process
+
+
+def _dataset(name: str, root: str | None) -> Any:
+    if (name, root) not in _DATASETS:
+        from realdata.datasets import load_dataset
+
+        _DATASETS[(name, root)] = load_dataset(name, root)
+    return _DATASETS[(name, root)]
+
+
 def _train_one(folder: str, config: dict[str, Any], device: str, root: str | None, options: dict[str, Any]) -> dict:
     import torch
 
@@ -99,7 +110,7 @@ def _train_one(folder: str, config: dict[str, Any], device: str, root: str | Non
     if store.failure(folder, cfg.resolved().key()) is not None:
         return {"key": cfg.resolved().key(), "status": "failed", "seconds": 0.0}
     opts = RunOptions(results=folder, device=device, resume=True, progress=False, **options)
-    out = train_run(cfg, opts, root=root)
+    out = train_run(cfg, opts, dataset=_dataset(cfg.dataset, root))
     return {"key": out.key, "status": out.status, "seconds": out.seconds, "message": out.message}
 
 
@@ -325,8 +336,8 @@ def _write_tables(results: Path, tables: dict[str, pd.DataFrame], evals: dict[st
 
 
 def _gate_table(rd: Path) -> pd.DataFrame | None:
-    """Gate values of the paper-scale WeiNCE runs, else of the digits ones."""
-    for folder in (rd / FOLDERS["w1-w3"], rd / DIGITS_TWO):
+    """Gate values of the paper-scale WeiNCE runs, else the digits ones, else the smoke-test ones."""
+    for folder in (rd / FOLDERS["w1-w3"], rd / DIGITS_TWO, rd / (FOLDERS["w1-w3"] + "_small")):
         gdir = folder / "gate"
         parts = [pd.read_csv(p).assign(source=f"{folder.name}/{p.stem}") for p in sorted(gdir.glob("*.csv"))] if gdir.is_dir() else []
         if parts:

@@ -105,7 +105,7 @@ def group_runs(group: str, scale: str = "paper", precision: str = "bf16") -> Gro
             batches = R5_BATCHES
             if small:
                 base = base.replace(**shrink)
-                batches = (4, 8)
+                batches = (8, 16)
             for bs in batches:
                 for m, b in (("SCL", 0.0), ("HSCL", 5.0)):
                     out.append((_folder(group, scale, ds), base.replace(method=m, beta=b, batch_size=bs)))

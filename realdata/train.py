@@ -46,6 +46,7 @@ from realdata.losses import build_loss
 from realdata.metrics import METRIC_COLUMNS, closed_form_optimum, encode_means, epoch_metrics
 from realdata.models import build_model
 from realdata.pipeline import Streams, Views, epoch_batches, recorded_epochs
+from realdata.step import TrainStep
 
 __all__ = ["RunOptions", "RunOutcome", "train_run", "load_encoder", "GATE_COLUMNS"]
 
@@ -300,6 +301,7 @@ def train_run(
         return fail(0, str(exc))
     log = _Log(0, f"run {key}", options.progress, options.log_every_s, world.is_main)
     setting = cfg.setting
+    step = TrainStep(train_model, views, objective, opt, streams, bf16)
     for epoch in range(start + 1, cfg.epochs + 1):
         t0 = time.perf_counter()
         batches = epoch_batches(cfg, labels_cpu, streams.order)
@@ -319,15 +321,7 @@ def train_run(
                 log.step()
                 continue
             mine = idx[local].to(device, non_blocking=True)
-            images, labels = data.train.images[mine], data.train.labels[mine]
-            x = views.train_views(images, streams.views)
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
-                z = train_model(x)[1]
-            z1, z2 = (z, None) if views.count == 1 else z.chunk(2)
-            out = objective(z1, z2, labels, streams.negatives)
-            opt.zero_grad(set_to_none=True)
-            out.loss.backward()
-            opt.step()
+            out = step(data.train.images[mine], data.train.labels[mine])
             total += out.value
             done += 1
             if out.gate is not None:
