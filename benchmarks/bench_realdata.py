@@ -39,7 +39,9 @@ def _timed(fn) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.bench_realdata", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.bench_realdata", description=__doc__.split("\n\n")[0]
+    )
     p.add_argument("--batch", type=int, default=64, help="images per step (default 64)")
     p.add_argument("--arch", default="resnet18", help="encoder (default resnet18)")
     p.add_argument("--threads", type=int, default=2, help="torch CPU threads (default 2)")
@@ -66,25 +68,44 @@ def main(argv: list[str] | None = None) -> int:
         t_hscl.append(_timed(lambda: hscl(xh, yh)))
         z1, _ = hscl.embed(xh)
         zd = z1.detach().float().requires_grad_(True)
-        t_loss.append(_timed(lambda: hscl.objective(zd, None, yh, hscl.streams.negatives).loss.backward()))
+        t_loss.append(
+            _timed(lambda zd=zd: hscl.objective(zd, None, yh, hscl.streams.negatives).loss.backward())
+        )
         t_aug.append(_timed(lambda: wei.views.train_views(x, wei.streams.views)))
     med = statistics.median
     overhead = 100.0 * (med(ratios) - 1.0)
     params = sum(p.numel() for p in wei.objective.parameters() if p.requires_grad)
     out = {
-        "device": "cpu", "threads": args.threads, "load_average": load, "arch": args.arch, "batch": args.batch,
-        "repeats": args.repeats, "infonce_step_s": med(t_info), "weince_step_s": med(t_wei),
-        "weince_overhead_pct": overhead, "weince_parameters": params, "hscl_step_s": med(t_hscl),
+        "device": "cpu",
+        "threads": args.threads,
+        "load_average": load,
+        "arch": args.arch,
+        "batch": args.batch,
+        "repeats": args.repeats,
+        "infonce_step_s": med(t_info),
+        "weince_step_s": med(t_wei),
+        "weince_overhead_pct": overhead,
+        "weince_parameters": params,
+        "hscl_step_s": med(t_hscl),
         "hscl_loss_share_pct": 100.0 * med(t_loss) / med(t_hscl),
-        "augment_share_pct": 100.0 * med(t_aug) / med(t_wei), "target_overhead_pct": args.target,
-    }  # fmt: skip
-    print(f"bench_realdata: {args.arch}, batch {args.batch}, {args.threads} threads, load {load:.1f}, "
-          f"{args.repeats} repeats (medians)")  # fmt: skip
-    print(f"  InfoNCE step {med(t_info):.3f} s, WeiNCE step {med(t_wei):.3f} s: WeiNCE overhead {overhead:+.2f} % "
-          f"(target <= {args.target:g} %), trainable parameters added by WeiNCE: {params}")  # fmt: skip
-    print(f"  HSCL step {med(t_hscl):.3f} s, its loss (forward + backward, K=256 sampled) "
-          f"{med(t_loss):.4f} s = {out['hscl_loss_share_pct']:.2f} % of the step")  # fmt: skip
-    print(f"  two SimCLR views of the batch {med(t_aug):.4f} s = {out['augment_share_pct']:.2f} % of the WeiNCE step")
+        "augment_share_pct": 100.0 * med(t_aug) / med(t_wei),
+        "target_overhead_pct": args.target,
+    }
+    print(
+        f"bench_realdata: {args.arch}, batch {args.batch}, {args.threads} threads, load {load:.1f}, "
+        f"{args.repeats} repeats (medians)"
+    )
+    print(
+        f"  InfoNCE step {med(t_info):.3f} s, WeiNCE step {med(t_wei):.3f} s: WeiNCE overhead {overhead:+.2f} % "
+        f"(target <= {args.target:g} %), trainable parameters added by WeiNCE: {params}"
+    )
+    print(
+        f"  HSCL step {med(t_hscl):.3f} s, its loss (forward + backward, K=256 sampled) "
+        f"{med(t_loss):.4f} s = {out['hscl_loss_share_pct']:.2f} % of the step"
+    )
+    print(
+        f"  two SimCLR views of the batch {med(t_aug):.4f} s = {out['augment_share_pct']:.2f} % of the WeiNCE step"
+    )
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(out, indent=2))

@@ -86,7 +86,9 @@ def load_checkpoint(
     (n,) = struct.unpack("<Q", data[len(MAGIC) + 32 : _HEADER])
     blob = data[_HEADER:]
     if len(blob) != n:
-        raise CorruptCheckpointError(f"{p}: truncated or partial checkpoint ({len(blob)} of {n} payload bytes)")
+        raise CorruptCheckpointError(
+            f"{p}: truncated or partial checkpoint ({len(blob)} of {n} payload bytes)"
+        )
     if hashlib.sha256(blob).digest() != digest:
         raise CorruptCheckpointError(f"{p}: checksum mismatch (the file was modified or damaged)")
     try:
@@ -94,7 +96,9 @@ def load_checkpoint(
     except Exception as exc:  # a payload with the right checksum that torch cannot read
         raise CorruptCheckpointError(f"{p}: unreadable payload ({exc!r})") from exc
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
-        raise CorruptCheckpointError(f"{p}: unknown payload format {getattr(payload, 'get', lambda k: None)('format')!r}")
+        raise CorruptCheckpointError(
+            f"{p}: unknown payload format {getattr(payload, 'get', lambda k: None)('format')!r}"
+        )
     if expect_key is not None and payload.get("config_key") != expect_key:
         raise CorruptCheckpointError(
             f"{p}: belongs to run {payload.get('config_key')!r}, expected run {expect_key!r}"

@@ -64,14 +64,34 @@ __all__ = [
 
 REALDATA_IDS = ("R1", "R2", "R3", "R4", "R5", "W1", "W2", "W3", "W4")
 DIGITS_HCL, DIGITS_TWO = "digits_hcl", "digits_weince"
-_DIGITS_SETTING = {"data": "digits (scikit-learn, 8x8 greyscale, 1437 train / 360 test)", "encoder": "smallcnn width 16",
-                   "batch_size": "128", "epochs": "30", "seeds": "3", "scale": "digits"}  # fmt: skip
+_DIGITS_SETTING = {
+    "data": "digits (scikit-learn, 8x8 greyscale, 1437 train / 360 test)",
+    "encoder": "smallcnn width 16",
+    "batch_size": "128",
+    "epochs": "30",
+    "seeds": "3",
+    "scale": "digits",
+}
 _PAPER_SETTING = {
-    "R1": {"data": "CIFAR-100", "encoder": "ResNet-50 (CIFAR stem) + HCL head, d=99", "normalization": "ball",
-           "views": "label (no augmentation)", "batch_size": "512", "K": "256 sampled", "epochs": "400"},
-    "W": {"data": "CIFAR-100", "encoder": "ResNet-18 (CIFAR stem) + WeiNCE projector (64)", "views": "SimCLR",
-          "batch_size": "256", "epochs": "100", "seeds": "7, 21, 63, 84", "recipe": "released"},
-}  # fmt: skip
+    "R1": {
+        "data": "CIFAR-100",
+        "encoder": "ResNet-50 (CIFAR stem) + HCL head, d=99",
+        "normalization": "ball",
+        "views": "label (no augmentation)",
+        "batch_size": "512",
+        "K": "256 sampled",
+        "epochs": "400",
+    },
+    "W": {
+        "data": "CIFAR-100",
+        "encoder": "ResNet-18 (CIFAR stem) + WeiNCE projector (64)",
+        "views": "SimCLR",
+        "batch_size": "256",
+        "epochs": "100",
+        "seeds": "7, 21, 63, 84",
+        "recipe": "released",
+    },
+}
 
 
 def _rd(results: str | Path) -> Path:
@@ -98,7 +118,9 @@ def _dataset(name: str, root: str | None) -> Any:
     return _DATASETS[(name, root)]
 
 
-def _train_one(folder: str, config: dict[str, Any], device: str, root: str | None, options: dict[str, Any]) -> dict:
+def _train_one(
+    folder: str, config: dict[str, Any], device: str, root: str | None, options: dict[str, Any]
+) -> dict:
     import torch
 
     from realdata.config import TrainConfig
@@ -114,8 +136,14 @@ def _train_one(folder: str, config: dict[str, Any], device: str, root: str | Non
     return {"key": out.key, "status": out.status, "seconds": out.seconds, "message": out.message}
 
 
-def _train_many(todo: list[tuple[Path, Any]], *, jobs: int, device: str = "cpu", root: str | None = None,
-                options: dict[str, Any] | None = None) -> list[dict]:  # fmt: skip
+def _train_many(
+    todo: list[tuple[Path, Any]],
+    *,
+    jobs: int,
+    device: str = "cpu",
+    root: str | None = None,
+    options: dict[str, Any] | None = None,
+) -> list[dict]:
     """Train ``(folder, config)`` pairs; ``jobs > 1`` uses joblib processes (one torch thread each)."""
     args = [(str(f), c.to_dict(), device, root, dict(options or {})) for f, c in todo]
     if not args:
@@ -145,10 +173,21 @@ def _read_diag(results: str | Path) -> dict[str, Any]:
     return json.loads(p.read_text(encoding="utf-8")) if p.is_file() else {}
 
 
-def _diagnose(results: str | Path, scale: str, encoders: dict[str, Path], dataset: Any, *, repeats: int,
-              pairs: int, batches: int, device: str = "cpu") -> dict[str, Any]:  # fmt: skip
-    """POT / link fits of trained encoders; the scores and candidates of ``encoders['InfoNCE']``
-    are written for the figures unless a paper-scale set is already there (digits never replaces it).
+def _diagnose(
+    results: str | Path,
+    scale: str,
+    encoders: dict[str, Path],
+    dataset: Any,
+    *,
+    repeats: int,
+    pairs: int,
+    batches: int,
+    device: str = "cpu",
+) -> dict[str, Any]:
+    """POT and link fits of trained encoders, stored in ``diagnostics.json``.
+
+    The scores and candidates of ``encoders['InfoNCE']`` are also written for the figures, unless
+    files of a larger scale are already there (:data:`_RANK`: digits never replaces paper scale).
     """
     from realdata.diagnostics import link_candidates, link_summary, pot_scores, pot_summary
     from realdata.pipeline import Views
@@ -159,7 +198,14 @@ def _diagnose(results: str | Path, scale: str, encoders: dict[str, Path], datase
     write_files = _RANK.get(scale, 0) >= _RANK.get(str(diag.get("files_scale", "")), -1)
     for method, ckpt in encoders.items():
         model, cfg, _ = load_encoder(ckpt, device)
-        views = Views(str(cfg.views), dataset.channels, dataset.image_size, dataset.mean, dataset.std, cfg.crop_min_scale)
+        views = Views(
+            str(cfg.views),
+            dataset.channels,
+            dataset.image_size,
+            dataset.mean,
+            dataset.std,
+            cfg.crop_min_scale,
+        )
         scores = pot_scores(model, dataset, views, repeats=repeats, device=device)
         out["pot"][method] = pot_summary(scores)
         out["source"][method] = f"{cfg.describe()} (run {cfg.key()})"
@@ -167,11 +213,14 @@ def _diagnose(results: str | Path, scale: str, encoders: dict[str, Path], datase
         out["link"][method] = link_summary(cands)
         if method == "InfoNCE" and write_files:
             wdir = Path(results) / "weince"
-            store.atomic_write_text(wdir / "pot_scores.csv", "score\n" + "\n".join(repr(float(v)) for v in scores) + "\n")
+            store.atomic_write_text(
+                wdir / "pot_scores.csv", "score\n" + "\n".join(repr(float(v)) for v in scores) + "\n"
+            )
             import io
 
             buf = io.BytesIO()
-            np.savez_compressed(buf, **{f"batch_{i:03d}": a for i, a in enumerate(cands)})
+            arrays: dict[str, Any] = {f"batch_{i:03d}": a for i, a in enumerate(cands)}
+            np.savez_compressed(buf, **arrays)
             store.atomic_write_bytes(wdir / "link_candidates.npz", buf.getvalue())
             diag["files_scale"], diag["files_source"] = scale, out["source"][method]
     diag[scale] = out
@@ -184,7 +233,9 @@ def _diagnose(results: str | Path, scale: str, encoders: dict[str, Path], datase
 # --------------------------------------------------------------------------------------------
 
 
-def _claim(cid: str, paper: Any, others: list[Any], command: str, paper_setting: dict[str, str], note: str) -> Any:
+def _claim(
+    cid: str, paper: Any, others: list[Any], command: str, paper_setting: dict[str, str], note: str
+) -> Any:
     """One record: the paper-scale sub-check decides; smaller scales are evidence (NOT RUN)."""
     from theory.claims import Claim, Verdict, statement
 
@@ -192,18 +243,35 @@ def _claim(cid: str, paper: Any, others: list[Any], command: str, paper_setting:
     subs = tuple(s for s in (paper, *others) if s is not None)
     criterion = "declared in realdata.judges (docs/realdata.md, 'Verdict rules'), before the runs"
     if paper is not None and paper.verdict != Verdict.NOT_RUN:
-        return Claim(cid, paper.verdict, paper.evidence, subs, paper_setting, command, criterion,
-                     statement=statement(cid), notes=f"paper-scale runs of python -m realdata. {note}".strip())  # fmt: skip
+        return Claim(
+            cid,
+            paper.verdict,
+            paper.evidence,
+            subs,
+            paper_setting,
+            command,
+            criterion,
+            statement=statement(cid),
+            notes=f"paper-scale runs of python -m realdata. {note}".strip(),
+        )
     if others:
         first = others[0]
         own = "; ".join(f"{o.setting.get('scale', '?')}: {o.verdict.value}" for o in others)
-        notes = (f"NOT RUN at paper scale: {command}. The evidence is from smaller scales on other data "
-                 f"(the digits scale of the main job: python -m realdata digits), not a reproduction of the "
-                 f"paper's claim; their own verdicts under the declared rules: {own}. {note}").strip()  # fmt: skip
+        notes = (
+            f"NOT RUN at paper scale: {command}. The evidence is from smaller scales on other data "
+            f"(the digits scale of the main job: python -m realdata digits), not a reproduction of the "
+            f"paper's claim; their own verdicts under the declared rules: {own}. {note}"
+        ).strip()
         setting = {**dict(first.setting), "paper_scale": "NOT RUN"}
         return Claim(cid, Verdict.NOT_RUN, first.evidence, subs, setting, command, criterion, notes=notes)
-    return Claim(cid, Verdict.NOT_RUN, setting=paper_setting, command=command, criterion=criterion,
-                 notes="no real-data result stored yet")  # fmt: skip
+    return Claim(
+        cid,
+        Verdict.NOT_RUN,
+        setting=paper_setting,
+        command=command,
+        criterion=criterion,
+        notes="no real-data result stored yet",
+    )
 
 
 def _probe_values(eval_table: pd.DataFrame, column: str) -> dict[str, list[float]]:
@@ -235,8 +303,17 @@ def _digits_tables(rd: Path, scale: str) -> tuple[pd.DataFrame, pd.DataFrame, pd
     return out[0], out[1], ev
 
 
-def _scale_subchecks(t: dict[str, pd.DataFrame], setting: dict[str, str], *, paper: bool, C: int, top_beta: float,
-                     diag: dict[str, Any], eval_table: pd.DataFrame, wsetting: dict[str, str]) -> dict[str, Any]:  # fmt: skip
+def _scale_subchecks(
+    t: dict[str, pd.DataFrame],
+    setting: dict[str, str],
+    *,
+    paper: bool,
+    C: int,
+    top_beta: float,
+    diag: dict[str, Any],
+    eval_table: pd.DataFrame,
+    wsetting: dict[str, str],
+) -> dict[str, Any]:
     """Sub-checks of one scale from its tables (None where nothing is stored)."""
     s = final_summary(t.get("hcl", pd.DataFrame()))
     out: dict[str, Any] = {cid: None for cid in REALDATA_IDS}
@@ -247,12 +324,18 @@ def _scale_subchecks(t: dict[str, pd.DataFrame], setting: dict[str, str], *, pap
     s4 = final_summary(t.get("r4", pd.DataFrame()))
     if len(s4):
         out["R4"] = judge_r4(s4, {**setting, "init": "near-NC (HSCL beta=10 encoder)"})
-    s5 = {ds: final_summary(t[f"r5_{ds}"]) for ds in ("cifar100", "tiny-imagenet") if len(t.get(f"r5_{ds}", ()))}
+    s5 = {
+        ds: final_summary(t[f"r5_{ds}"]) for ds in ("cifar100", "tiny-imagenet") if len(t.get(f"r5_{ds}", ()))
+    }
     if s5:
-        out["R5"] = judge_r5(s5, {**setting, "data": ", ".join(s5), "encoder": setting.get("r5_encoder", "ResNet-18")})
+        out["R5"] = judge_r5(
+            s5, {**setting, "data": ", ".join(s5), "encoder": setting.get("r5_encoder", "ResNet-18")}
+        )
     for cid, kind, judge in (("W1", "pot", judge_w1), ("W2", "link", judge_w2)):
         if "InfoNCE" in diag.get(kind, {}):
-            out[cid] = judge(diag[kind]["InfoNCE"], {**wsetting, "encoder_trained_with": "InfoNCE"}, "InfoNCE encoder")
+            out[cid] = judge(
+                diag[kind]["InfoNCE"], {**wsetting, "encoder_trained_with": "InfoNCE"}, "InfoNCE encoder"
+            )
     if len(eval_table):
         out["W3"] = judge_w3(_probe_values(eval_table, "probe_test_top1"), wsetting)
     return out
@@ -275,40 +358,89 @@ def write_records(results: str | Path = "results", *, digits_scale: str = "defau
     per_scale = {}
     for scale in ("paper", "small"):
         sfx = "" if scale == "paper" else "_small"
-        t = {"hcl": _load(rd / (FOLDERS["r1-r3"] + sfx)), "r4": _load(rd / (FOLDERS["r4"] + sfx)),
-             "w": _load(rd / (FOLDERS["w1-w3"] + sfx))}  # fmt: skip
+        t = {
+            "hcl": _load(rd / (FOLDERS["r1-r3"] + sfx)),
+            "r4": _load(rd / (FOLDERS["r4"] + sfx)),
+            "w": _load(rd / (FOLDERS["w1-w3"] + sfx)),
+        }
         for ds in ("cifar100", "tiny-imagenet"):
             t[f"r5_{ds}"] = _load(rd / f"r5_{ds.replace('-', '')}{sfx}")
         ev = _load(rd / (FOLDERS["w1-w3"] + sfx) / "eval")
-        tag = {"scale": "paper"} if scale == "paper" else {"scale": "small (smoke test, fake or tiny data)",
-                                                           "encoder": "smallcnn width 4", "epochs": "1"}
-        per_scale[scale] = _scale_subchecks(t, {**_PAPER_SETTING["R1"], **tag}, paper=scale == "paper", C=100,
-                                            top_beta=30.0, diag=diag.get(scale, {}), eval_table=ev,
-                                            wsetting={**_PAPER_SETTING["W"], **tag})  # fmt: skip
+        tag = (
+            {"scale": "paper"}
+            if scale == "paper"
+            else {
+                "scale": "small (smoke test, fake or tiny data)",
+                "encoder": "smallcnn width 4",
+                "epochs": "1",
+            }
+        )
+        per_scale[scale] = _scale_subchecks(
+            t,
+            {**_PAPER_SETTING["R1"], **tag},
+            paper=scale == "paper",
+            C=100,
+            top_beta=30.0,
+            diag=diag.get(scale, {}),
+            eval_table=ev,
+            wsetting={**_PAPER_SETTING["W"], **tag},
+        )
         tables.update({f"{k}{sfx}": v for k, v in t.items() if len(v)})
         if len(ev):
             tables[f"eval{sfx}"] = ev
     dset = {**_DIGITS_SETTING, "head": "hcl d=9 ball", "views": "label", "estimator": "expectation"}
-    dtwo = {**_DIGITS_SETTING, "views": "SimCLR (crop >= 0.5)", "head": "weince 64", "recipe": "core",
-            "probe": "linear, 100 epochs, Adam 3e-4, stratified 80/20"}  # fmt: skip
+    dtwo = {
+        **_DIGITS_SETTING,
+        "views": "SimCLR (crop >= 0.5)",
+        "head": "weince 64",
+        "recipe": "core",
+        "probe": "linear, 100 epochs, Adam 3e-4, stratified 80/20",
+    }
     if digits_scale != "default":
         dset["scale"] = dtwo["scale"] = f"digits ({digits_scale})"
-    digits = _scale_subchecks({"hcl": dh}, dset, paper=False, C=10, top_beta=10.0, diag=diag.get("digits", {}),
-                              eval_table=d_eval, wsetting=dtwo)  # fmt: skip
+    digits = _scale_subchecks(
+        {"hcl": dh},
+        dset,
+        paper=False,
+        C=10,
+        top_beta=10.0,
+        diag=diag.get("digits", {}),
+        eval_table=d_eval,
+        wsetting=dtwo,
+    )
     bench, gpu = _bench(results)
     if bench:
-        w4 = judge_w4(bench, {"encoder": "ResNet-18", "scale": "GPU" if gpu else "CPU", "source": "benchmarks"}, gpu=gpu)
+        w4 = judge_w4(
+            bench, {"encoder": "ResNet-18", "scale": "GPU" if gpu else "CPU", "source": "benchmarks"}, gpu=gpu
+        )
         (per_scale["paper"] if gpu else digits)["W4"] = w4
     cmd = {g: group_command(g, results=str(results)) for g in CLAIM_GROUPS}
-    commands = {"R1": cmd["r1-r3"], "R2": cmd["r1-r3"], "R3": cmd["r1-r3"], "R4": cmd["r4"], "R5": cmd["r5"],
-                "W1": cmd["w1-w3"], "W2": cmd["w1-w3"], "W3": cmd["w1-w3"],
-                "W4": f"python -m benchmarks.gpu_check --out {results}/bench/gpu_check.json (on a GPU)"}  # fmt: skip
-    notes = {"W1": f"scores file: {diag.get('files_source', 'none')}", "W4": "CPU: python -m benchmarks.bench_realdata"}
+    commands = {
+        "R1": cmd["r1-r3"],
+        "R2": cmd["r1-r3"],
+        "R3": cmd["r1-r3"],
+        "R4": cmd["r4"],
+        "R5": cmd["r5"],
+        "W1": cmd["w1-w3"],
+        "W2": cmd["w1-w3"],
+        "W3": cmd["w1-w3"],
+        "W4": f"python -m benchmarks.gpu_check --out {results}/bench/gpu_check.json (on a GPU)",
+    }
+    notes = {
+        "W1": f"scores file: {diag.get('files_source', 'none')}",
+        "W4": "CPU: python -m benchmarks.bench_realdata",
+    }
     written = []
     for cid in REALDATA_IDS:
         setting = _PAPER_SETTING["W" if cid.startswith("W") else "R1"]
-        rec = _claim(cid, per_scale["paper"][cid], [per_scale["small"][cid], digits[cid]], commands[cid], setting,
-                     notes.get(cid, ""))  # fmt: skip
+        rec = _claim(
+            cid,
+            per_scale["paper"][cid],
+            [per_scale["small"][cid], digits[cid]],
+            commands[cid],
+            setting,
+            notes.get(cid, ""),
+        )
         written.append(store.atomic_write_text(results / "records" / f"{cid}.json", to_json([rec])))
     evals = {k: tables.pop(k) for k in [k for k in tables if k.startswith("eval")]}
     evals["digits"] = d_eval
@@ -316,19 +448,33 @@ def write_records(results: str | Path = "results", *, digits_scale: str = "defau
     return written
 
 
-def _write_tables(results: Path, tables: dict[str, pd.DataFrame], evals: dict[str, pd.DataFrame], rd: Path) -> list[Path]:
+def _write_tables(
+    results: Path, tables: dict[str, pd.DataFrame], evals: dict[str, pd.DataFrame], rd: Path
+) -> list[Path]:
     out = []
-    frames = [t.drop(columns=["class_means"], errors="ignore").assign(grid=name) for name, t in tables.items() if len(t)]
+    frames = [
+        t.drop(columns=["class_means"], errors="ignore").assign(grid=name)
+        for name, t in tables.items()
+        if len(t)
+    ]
     if frames:
         allt = pd.concat(frames, ignore_index=True, sort=False)
         allt = allt[["grid", *[c for c in allt.columns if c != "grid"]]]
         out.append(store.atomic_write_text(results / "tables" / "realdata.csv", allt.to_csv(index=False)))
-        summ = pd.concat([final_summary(t).assign(grid=n) for n, t in tables.items() if len(t)], ignore_index=True)
-        out.append(store.atomic_write_text(results / "tables" / "realdata_summary.csv", summ.to_csv(index=False)))
+        summ = pd.concat(
+            [final_summary(t).assign(grid=n) for n, t in tables.items() if len(t)], ignore_index=True
+        )
+        out.append(
+            store.atomic_write_text(results / "tables" / "realdata_summary.csv", summ.to_csv(index=False))
+        )
     ev = [t.assign(grid=n) for n, t in evals.items() if len(t)]
     if ev:
-        out.append(store.atomic_write_text(results / "tables" / "realdata_eval.csv",
-                                           pd.concat(ev, ignore_index=True, sort=False).to_csv(index=False)))  # fmt: skip
+        out.append(
+            store.atomic_write_text(
+                results / "tables" / "realdata_eval.csv",
+                pd.concat(ev, ignore_index=True, sort=False).to_csv(index=False),
+            )
+        )
     gate = _gate_table(rd)
     if gate is not None:
         out.append(store.atomic_write_text(results / "tables" / "weince_gate.csv", gate.to_csv(index=False)))
@@ -339,7 +485,11 @@ def _gate_table(rd: Path) -> pd.DataFrame | None:
     """Gate values of the paper-scale WeiNCE runs, else the digits ones, else the smoke-test ones."""
     for folder in (rd / FOLDERS["w1-w3"], rd / DIGITS_TWO, rd / (FOLDERS["w1-w3"] + "_small")):
         gdir = folder / "gate"
-        parts = [pd.read_csv(p).assign(source=f"{folder.name}/{p.stem}") for p in sorted(gdir.glob("*.csv"))] if gdir.is_dir() else []
+        parts = (
+            [pd.read_csv(p).assign(source=f"{folder.name}/{p.stem}") for p in sorted(gdir.glob("*.csv"))]
+            if gdir.is_dir()
+            else []
+        )
         if parts:
             return pd.concat(parts, ignore_index=True)
     return None
@@ -363,13 +513,17 @@ class DigitsSummary:
 
     def text(self) -> str:
         """A few lines for the terminal."""
-        lines = [f"digits scale: {self.trained} runs trained, {self.cached} cached, {len(self.failed)} failed "
-                 f"in {self.seconds:.0f} s; {len(self.records)} files written"]  # fmt: skip
+        lines = [
+            f"digits scale: {self.trained} runs trained, {self.cached} cached, {len(self.failed)} failed "
+            f"in {self.seconds:.0f} s; {len(self.records)} files written"
+        ]
         lines += [f"  {k}: {v}" for k, v in self.numbers.items()]
         return "\n".join(lines)
 
 
-def run_digits(results: str | Path = "results", jobs: int = 2, scale: str = "default", progress: bool = False) -> DigitsSummary:
+def run_digits(
+    results: str | Path = "results", jobs: int = 2, scale: str = "default", progress: bool = False
+) -> DigitsSummary:
     """The digits scale of the real-data claims (see the module docstring); resumable and cached.
 
     Args:
@@ -389,27 +543,44 @@ def run_digits(results: str | Path = "results", jobs: int = 2, scale: str = "def
     quick = scale == "quick"
     fh, ft = rd / DIGITS_HCL, rd / DIGITS_TWO
     hcl, two = digits_runs(scale)
-    todo = [(f, c) for f, cs in ((fh, hcl), (ft, two)) for c in cs if not store.is_done(f, c.resolved().key())]
+    todo = [
+        (f, c) for f, cs in ((fh, hcl), (ft, two)) for c in cs if not store.is_done(f, c.resolved().key())
+    ]
     cached = len(hcl) + len(two) - len(todo)
     if progress:
         print(f"digits: {len(todo)} runs to train, {cached} cached", flush=True)
     outs = _train_many(todo, jobs=jobs, options={"checkpoint_every": 10})
     failed = [o["key"] for o in outs if o["status"] == "failed"]
     dataset = load_digits_dataset()
-    finals = {c.method: store.final_checkpoint_file(ft, c.resolved().key()) for c in two if c.seed == two[0].seed}
+    finals = {
+        c.method: store.final_checkpoint_file(ft, c.resolved().key()) for c in two if c.seed == two[0].seed
+    }
     for c in two:
         ck = store.final_checkpoint_file(ft, c.resolved().key())
         if ck.is_file():
-            evaluate_checkpoint(ck, metrics=("probe", "knn"), dataset=dataset, results=ft, progress=False,
-                                skip_existing=True)  # fmt: skip
+            evaluate_checkpoint(
+                ck, metrics=("probe", "knn"), dataset=dataset, results=ft, progress=False, skip_existing=True
+            )
     if progress:
         print(f"digits: evaluations done at {time.perf_counter() - t0:.0f} s", flush=True)
     if all(p.is_file() for p in finals.values()):
         diag = _read_diag(results).get("digits")
-        srcs = {m: f"(run {c.resolved().key()})" for m, c in ((c.method, c) for c in two if c.seed == two[0].seed)}
-        fresh = diag is None or any(not str(diag.get("source", {}).get(m, "")).endswith(s) for m, s in srcs.items())
+        srcs = {
+            m: f"(run {c.resolved().key()})" for m, c in ((c.method, c) for c in two if c.seed == two[0].seed)
+        }
+        fresh = diag is None or any(
+            not str(diag.get("source", {}).get(m, "")).endswith(s) for m, s in srcs.items()
+        )
         if fresh:
-            _diagnose(results, "digits", finals, dataset, repeats=2 if quick else 8, pairs=128, batches=2 if quick else 8)
+            _diagnose(
+                results,
+                "digits",
+                finals,
+                dataset,
+                repeats=2 if quick else 8,
+                pairs=128,
+                batches=2 if quick else 8,
+            )
     records = write_records(results, digits_scale=scale)
     numbers = _digits_numbers(results, scale)
     return DigitsSummary(time.perf_counter() - t0, len(todo), cached, failed, records, numbers)
@@ -420,10 +591,14 @@ def _digits_numbers(results: str | Path, scale: str) -> dict[str, str]:
     s = final_summary(dh)
     out = {}
     for _, r in s.iterrows() if len(s) else []:
-        out[f"{r['method']} beta={r['beta']:g}"] = (f"NCM {100 * r['ncm_acc_mean']:.1f} ± {100 * np.nan_to_num(r['ncm_acc_std']):.1f} %, "
-                                                   f"etf_mean {r['etf_mean_mean']:.3f}, spectrum_min {r['spectrum_min_mean']:.2f}")  # fmt: skip
+        out[f"{r['method']} beta={r['beta']:g}"] = (
+            f"NCM {100 * r['ncm_acc_mean']:.1f} ± {100 * np.nan_to_num(r['ncm_acc_std']):.1f} %, "
+            f"etf_mean {r['etf_mean_mean']:.3f}, spectrum_min {r['spectrum_min_mean']:.2f}"
+        )
     for m, v in _probe_values(ev, "probe_test_top1").items():
-        out[f"{m} linear probe"] = f"{np.mean(v):.1f} ± {np.std(v, ddof=1) if len(v) > 1 else 0:.1f} % (n={len(v)})"
+        out[f"{m} linear probe"] = (
+            f"{np.mean(v):.1f} ± {np.std(v, ddof=1) if len(v) > 1 else 0:.1f} % (n={len(v)})"
+        )
     diag = _read_diag(results).get("digits", {})
     for m, d in diag.get("pot", {}).items():
         out[f"POT xi_hat ({m} encoder)"] = f"{d['xi']:.3f} (n_exceed {d['n_exceed']})"
@@ -437,8 +612,15 @@ def _digits_numbers(results: str | Path, scale: str) -> dict[str, str]:
 # --------------------------------------------------------------------------------------------
 
 
-def run_group(group: str, *, root: str | None, results: str | Path = "results", device: str = "cuda",
-              scale: str = "paper", dry_run: bool = False) -> int:  # fmt: skip
+def run_group(
+    group: str,
+    *,
+    root: str | None,
+    results: str | Path = "results",
+    device: str = "cuda",
+    scale: str = "paper",
+    dry_run: bool = False,
+) -> int:
     """Train the runs of a claim group (resumable), evaluate, and write the records; 0 on success."""
     if group not in CLAIM_GROUPS:
         raise ValueError(f"group must be one of {CLAIM_GROUPS}, got {group!r}")
@@ -462,10 +644,14 @@ def run_group(group: str, *, root: str | None, results: str | Path = "results", 
             raise ValueError(f"the near-NC source run {skey} did not finish ({outs}); cannot start R4")
         runs = [(rd / f, c.replace(init="nc", init_from=f"{skey}@{scfg.epochs}")) for f, c in g.runs]
         for f, c in runs:
-            o = _train_many([(f, c)], jobs=1, device=device, root=root, options={**options, "init_path": str(init)})
+            o = _train_many(
+                [(f, c)], jobs=1, device=device, root=root, options={**options, "init_path": str(init)}
+            )
             status |= int(o[0]["status"] == "failed")
     else:
-        outs = _train_many([(rd / f, c) for f, c in g.runs], jobs=1, device=device, root=root, options=options)
+        outs = _train_many(
+            [(rd / f, c) for f, c in g.runs], jobs=1, device=device, root=root, options=options
+        )
         status |= int(any(o["status"] == "failed" for o in outs))
     if group == "w1-w3":
         _finish_weince(g, rd, results, root, device, scale)
@@ -487,6 +673,13 @@ def _finish_weince(g: Any, rd: Path, results: str | Path, root: str | None, devi
             if c.seed == first.seed:
                 finals[c.method] = ck
     if "InfoNCE" in finals:
-        _diagnose(results, scale, finals, dataset,
-                  repeats=64 if scale == "paper" else 1, pairs=256 if scale == "paper" else 8,
-                  batches=8 if scale == "paper" else 1, device=device)  # fmt: skip
+        _diagnose(
+            results,
+            scale,
+            finals,
+            dataset,
+            repeats=64 if scale == "paper" else 1,
+            pairs=256 if scale == "paper" else 8,
+            batches=8 if scale == "paper" else 1,
+            device=device,
+        )

@@ -34,28 +34,73 @@ def _add_train(sub: Any) -> None:
         "torchrun --nproc_per_node N -m realdata train ... (--batch-size is the global batch).",
     )
     a = p.add_argument
-    a("--dataset", choices=sorted(DATASETS), default="digits", help="dataset (digits is bundled; default digits)")
-    a("--root", default=None, help="folder holding the dataset in its standard layout (not needed for digits)")
+    a(
+        "--dataset",
+        choices=sorted(DATASETS),
+        default="digits",
+        help="dataset (digits is bundled; default digits)",
+    )
+    a(
+        "--root",
+        default=None,
+        help="folder holding the dataset in its standard layout (not needed for digits)",
+    )
     a("--download", action="store_true", help="allow downloading a missing dataset (never done otherwise)")
-    a("--arch", choices=sorted(ARCHS), default=None, help="encoder (default smallcnn for digits, else resnet18)")
+    a(
+        "--arch",
+        choices=sorted(ARCHS),
+        default=None,
+        help="encoder (default smallcnn for digits, else resnet18)",
+    )
     a("--method", choices=METHODS, default="SCL", help="loss (default SCL)")
-    a("--beta", type=float, default=0.0, help="hardness of the tilt exp(beta z.z'); > 0 for HSCL/HUCL (default 0)")
-    a("--estimator", choices=ESTIMATORS, default="sampled",
-      help="HCL family: 'sampled' (the authors' K draws per pair) or 'expectation' (exact tilted average)")  # fmt: skip
+    a(
+        "--beta",
+        type=float,
+        default=0.0,
+        help="hardness of the tilt exp(beta z.z'); > 0 for HSCL/HUCL (default 0)",
+    )
+    a(
+        "--estimator",
+        choices=ESTIMATORS,
+        default="sampled",
+        help="HCL family: 'sampled' (the authors' K draws per pair) or 'expectation' (exact tilted average)",
+    )
     a("--num-negatives", type=int, default=256, help="K draws per (anchor, positive) pair (default 256)")
-    a("--tau", type=float, default=None, help="temperature (default 1 for the HCL family, 0.5 for InfoNCE/WeiNCE)")
-    a("--normalization", choices=NORMALIZATIONS, default=None,
-      help="projection normalisation (default ball for the HCL family, sphere for InfoNCE/WeiNCE)")  # fmt: skip
-    a("--views", choices=VIEWS, default=None,
-      help="'label': one un-augmented view, label positives (the HCL authors); 'simclr': two SimCLR views "
-      "augmented on the device (the WeiNCE recipe). Default per method")  # fmt: skip
+    a(
+        "--tau",
+        type=float,
+        default=None,
+        help="temperature (default 1 for the HCL family, 0.5 for InfoNCE/WeiNCE)",
+    )
+    a(
+        "--normalization",
+        choices=NORMALIZATIONS,
+        default=None,
+        help="projection normalisation (default ball for the HCL family, sphere for InfoNCE/WeiNCE)",
+    )
+    a(
+        "--views",
+        choices=VIEWS,
+        default=None,
+        help="'label': one un-augmented view, label positives (the HCL authors); 'simclr': two SimCLR views "
+        "augmented on the device (the WeiNCE recipe). Default per method",
+    )
     a("--head", choices=sorted(HEADS), default=None, help="projection head (default hcl / weince per method)")
     a("--out-dim", type=int, default=None, help="projection dimension d (default C-1 for hcl, 64 for weince)")
-    a("--recipe", choices=RECIPES, default="core",
-      help="WeiNCE: 'core' (the paper's loss) or 'released' (plus the released code's auxiliary terms)")  # fmt: skip
+    a(
+        "--recipe",
+        choices=RECIPES,
+        default="core",
+        help="WeiNCE: 'core' (the paper's loss) or 'released' (plus the released code's auxiliary terms)",
+    )
     a("--epochs", type=int, default=10, help="training epochs (default 10)")
     a("--batch-size", type=int, default=512, help="global batch size, drop_last (default 512)")
-    a("--lr", type=float, default=None, help="Adam learning rate (default 1e-3 HCL family, 3e-4 InfoNCE/WeiNCE)")
+    a(
+        "--lr",
+        type=float,
+        default=None,
+        help="Adam learning rate (default 1e-3 HCL family, 3e-4 InfoNCE/WeiNCE)",
+    )
     a("--weight-decay", type=float, default=None, help="Adam weight decay (default 0; 1e-6 for UCL/HUCL)")
     a("--seed", type=int, default=0, help="seed of the initialisation, batch order, views and negatives")
     a("--balanced-sampler", action="store_true", help="class-balanced batches instead of shuffled ones")
@@ -64,28 +109,61 @@ def _add_train(sub: Any) -> None:
     a("--crop-min-scale", type=float, default=0.08, help="SimCLR views: smallest crop area fraction (0.08)")
     a("--stem", choices=("cifar", "imagenet"), default=None, help="ResNet stem (default per dataset)")
     a("--width", type=int, default=32, help="smallcnn width (default 32)")
-    a("--no-record-means", dest="record_means", action="store_false",
-      help="do not store the class means of each recorded epoch (the figures' spectra need them)")  # fmt: skip
-    a("--init", default=None, metavar="CHECKPOINT",
-      help="start from this checkpoint's encoder (near-NC initialisation, claim R4)")  # fmt: skip
+    a(
+        "--no-record-means",
+        dest="record_means",
+        action="store_false",
+        help="do not store the class means of each recorded epoch (the figures' spectra need them)",
+    )
+    a(
+        "--init",
+        default=None,
+        metavar="CHECKPOINT",
+        help="start from this checkpoint's encoder (near-NC initialisation, claim R4)",
+    )
     a("--device", choices=("cpu", "cuda"), default="cpu", help="where to train (default cpu)")
-    a("--amp", choices=("auto", "bf16", "off"), default="auto",
-      help="bf16 autocast of the encoder: auto = on with cuda, off on cpu; the loss stays float32")  # fmt: skip
+    a(
+        "--amp",
+        choices=("auto", "bf16", "off"),
+        default="auto",
+        help="bf16 autocast of the encoder: auto = on with cuda, off on cpu; the loss stays float32",
+    )
     a("--channels-last", action="store_true", help="channels_last memory format (faster convolutions on GPU)")
     a("--compile", action="store_true", help="torch.compile the encoder")
-    a("--sync-bn", action="store_true", help="under DDP on CUDA, SyncBatchNorm instead of per-rank statistics")
-    a("--ddp-loss", choices=("local", "replicated"), default="local",
-      help="under DDP: each rank computes its anchors' terms (local) or the whole loss (replicated)")  # fmt: skip
-    a("--workers", type=int, default=0,
-      help="CPU threads for torch on the CPU (0: torch's default). Data are held and augmented on the "
-      "device, so no loader workers are needed")  # fmt: skip
-    a("--checkpoint-every", type=int, default=0, help="write the resumable checkpoint every N epochs (0: end only)")
+    a(
+        "--sync-bn",
+        action="store_true",
+        help="under DDP on CUDA, SyncBatchNorm instead of per-rank statistics",
+    )
+    a(
+        "--ddp-loss",
+        choices=("local", "replicated"),
+        default="local",
+        help="under DDP: each rank computes its anchors' terms (local) or the whole loss (replicated)",
+    )
+    a(
+        "--workers",
+        type=int,
+        default=0,
+        help="CPU threads for torch on the CPU (0: torch's default). Data are held and augmented on the "
+        "device, so no loader workers are needed",
+    )
+    a(
+        "--checkpoint-every",
+        type=int,
+        default=0,
+        help="write the resumable checkpoint every N epochs (0: end only)",
+    )
     a("--resume", action="store_true", help="continue from the run's checkpoint")
     a("--restart", action="store_true", help="ignore an existing checkpoint and start over")
     a("--force", action="store_true", help="train again even if the run is already stored")
     a("--results", default="results/realdata", help="results folder (default results/realdata)")
-    a("--progress", choices=("auto", "bar", "lines", "off"), default="auto",
-      help="progress output: bar on a terminal, periodic lines otherwise (auto)")  # fmt: skip
+    a(
+        "--progress",
+        choices=("auto", "bar", "lines", "off"),
+        default="auto",
+        help="progress output: bar on a terminal, periodic lines otherwise (auto)",
+    )
     a("--dry-run", action="store_true", help="print the resolved config and its key, do not train")
 
 
@@ -128,8 +206,12 @@ def _add_claims(sub: Any) -> None:
     a("--root", default=None, help="the dataset folder (CIFAR-100 / Tiny-ImageNet in their standard layouts)")
     a("--results", default="results", help="results folder of the main job (default results)")
     a("--device", choices=("cpu", "cuda"), default="cuda", help="where to train (default cuda)")
-    a("--scale", choices=("paper", "small"), default="paper",
-      help="paper: the authors' epochs and batch sizes; small: a few epochs, for a smoke test")  # fmt: skip
+    a(
+        "--scale",
+        choices=("paper", "small"),
+        default="paper",
+        help="paper: the authors' epochs and batch sizes; small: a few epochs, for a smoke test",
+    )
     a("--dry-run", action="store_true", help="print the commands of the runs, do not train")
 
 
@@ -170,14 +252,34 @@ def config_from_args(args: argparse.Namespace, device: str) -> tuple[TrainConfig
         payload = load_checkpoint(args.init)
         init, init_from, init_path = "nc", f"{payload['config_key']}@{int(payload['epoch'])}", args.init
     cfg = TrainConfig(
-        dataset=args.dataset, arch=args.arch, method=args.method, beta=args.beta, estimator=args.estimator,
-        num_negatives=args.num_negatives, tau=args.tau, normalization=args.normalization, views=args.views,
-        head=args.head, out_dim=args.out_dim, recipe=args.recipe, epochs=args.epochs, batch_size=args.batch_size,
-        lr=args.lr, weight_decay=args.weight_decay, seed=args.seed, balanced_sampler=args.balanced_sampler,
-        samples_per_class=args.samples_per_class, eval_every=args.eval_every, crop_min_scale=args.crop_min_scale,
-        stem=args.stem, width=args.width, precision=precision, init=init, init_from=init_from,
+        dataset=args.dataset,
+        arch=args.arch,
+        method=args.method,
+        beta=args.beta,
+        estimator=args.estimator,
+        num_negatives=args.num_negatives,
+        tau=args.tau,
+        normalization=args.normalization,
+        views=args.views,
+        head=args.head,
+        out_dim=args.out_dim,
+        recipe=args.recipe,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        weight_decay=args.weight_decay,
+        seed=args.seed,
+        balanced_sampler=args.balanced_sampler,
+        samples_per_class=args.samples_per_class,
+        eval_every=args.eval_every,
+        crop_min_scale=args.crop_min_scale,
+        stem=args.stem,
+        width=args.width,
+        precision=precision,
+        init=init,
+        init_from=init_from,
         record_means=args.record_means,
-    )  # fmt: skip
+    )
     return cfg, init_path
 
 
@@ -198,11 +300,20 @@ def _cmd_train(args: argparse.Namespace) -> int:
     world, _ = init_world(args.device)
     progress = {"auto": None, "bar": True, "lines": None, "off": False}[args.progress]
     opts = RunOptions(
-        results=args.results, device=args.device, checkpoint_every=args.checkpoint_every, resume=args.resume,
-        restart=args.restart, force=args.force, compile=args.compile, channels_last=args.channels_last,
-        sync_bn=args.sync_bn, ddp_loss=args.ddp_loss, init_path=init_path, progress=progress,
+        results=args.results,
+        device=args.device,
+        checkpoint_every=args.checkpoint_every,
+        resume=args.resume,
+        restart=args.restart,
+        force=args.force,
+        compile=args.compile,
+        channels_last=args.channels_last,
+        sync_bn=args.sync_bn,
+        ddp_loss=args.ddp_loss,
+        init_path=init_path,
+        progress=progress,
         log_every_s=0.0 if args.progress == "lines" else 30.0,
-    )  # fmt: skip
+    )
     try:
         out = train_run(cfg, opts, world=world, root=args.root, download=args.download)
     finally:
@@ -212,8 +323,10 @@ def _cmd_train(args: argparse.Namespace) -> int:
         print(f"run {out.key} ({out.config.describe()}): {out.status} {out.message}".rstrip())
         if out.frame is not None:
             last = out.frame.iloc[-1]
-            print(f"  final epoch {int(last['epoch'])}: loss {last['loss']:.4f}, NCM test {100 * last['ncm_acc']:.2f} %, "
-                  f"etf_mean {last['etf_mean']:.4f}, spectrum_min {last['spectrum_min']:.2f}")  # fmt: skip
+            print(
+                f"  final epoch {int(last['epoch'])}: loss {last['loss']:.4f}, NCM test {100 * last['ncm_acc']:.2f} %, "
+                f"etf_mean {last['etf_mean']:.4f}, spectrum_min {last['spectrum_min']:.2f}"
+            )
             print(f"  results: {where}")
     return 1 if out.status == "failed" else 0
 
@@ -223,15 +336,27 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
     metrics = tuple(m.strip() for m in args.metrics.split(",") if m.strip())
     row, path = evaluate_checkpoint(
-        args.checkpoint, metrics=metrics, root=args.root, device=args.device, results=args.results,
-        probe_epochs=args.probe_epochs, probe_lr=args.probe_lr, probe_seed=args.probe_seed,
-        split_seed=args.split_seed, knn_k=args.knn_k, knn_temperature=args.knn_temperature,
-    )  # fmt: skip
+        args.checkpoint,
+        metrics=metrics,
+        root=args.root,
+        device=args.device,
+        results=args.results,
+        probe_epochs=args.probe_epochs,
+        probe_lr=args.probe_lr,
+        probe_seed=args.probe_seed,
+        split_seed=args.split_seed,
+        knn_k=args.knn_k,
+        knn_temperature=args.knn_temperature,
+    )
     if args.json:
         print(json.dumps(row, indent=2, default=str))
     else:
         for k, v in row.items():
-            if k.endswith("_features") or k in ("ncm_top1", "probe_test_top1", "knn_test") or k.startswith("recall"):
+            if (
+                k.endswith("_features")
+                or k in ("ncm_top1", "probe_test_top1", "knn_test")
+                or k.startswith("recall")
+            ):
                 print(f"  {k}: {v}")
         print(f"  row: {path}")
     return 0
@@ -244,8 +369,14 @@ def _cmd_claims(args: argparse.Namespace) -> int:
         for p in write_records(args.results):
             print(p)
         return 0
-    return run_group(args.group, root=args.root, results=args.results, device=args.device, scale=args.scale,
-                     dry_run=args.dry_run)  # fmt: skip
+    return run_group(
+        args.group,
+        root=args.root,
+        results=args.results,
+        device=args.device,
+        scale=args.scale,
+        dry_run=args.dry_run,
+    )
 
 
 def _cmd_digits(args: argparse.Namespace) -> int:

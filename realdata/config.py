@@ -83,7 +83,9 @@ METHOD_DEFAULTS: dict[str, dict[str, Any]] = {
     "HSCL": dict(views="label", head="hcl", normalization="ball", tau=1.0, lr=1e-3, weight_decay=0.0),
     "UCL": dict(views="label", head="hcl", normalization="ball", tau=1.0, lr=1e-3, weight_decay=1e-6),
     "HUCL": dict(views="label", head="hcl", normalization="ball", tau=1.0, lr=1e-3, weight_decay=1e-6),
-    "InfoNCE": dict(views="simclr", head="weince", normalization="sphere", tau=0.5, lr=3e-4, weight_decay=0.0),
+    "InfoNCE": dict(
+        views="simclr", head="weince", normalization="sphere", tau=0.5, lr=3e-4, weight_decay=0.0
+    ),
     "WeiNCE": dict(views="simclr", head="weince", normalization="sphere", tau=0.5, lr=3e-4, weight_decay=0.0),
 }
 
@@ -247,7 +249,9 @@ class TrainConfig:
             if self.beta != 0:
                 raise ValueError(f"beta must be 0 for method {self.method!r}, got {self.beta}")
             if self.views == "label":
-                raise ValueError(f"views must be 'simclr' for the two-view method {self.method!r}, got 'label'")
+                raise ValueError(
+                    f"views must be 'simclr' for the two-view method {self.method!r}, got 'label'"
+                )
         if self.recipe != "core" and self.method != "WeiNCE":
             raise ValueError(f"recipe applies to WeiNCE only; got recipe={self.recipe!r} for {self.method!r}")
 
@@ -321,8 +325,21 @@ class TrainConfig:
                 v = v.item()
             if isinstance(v, float) and math.isnan(v):
                 v = None
-            if k in ("out_dim", "samples_per_class", "epochs", "batch_size", "seed", "num_negatives",
-                     "eval_every", "width") and isinstance(v, float) and v.is_integer():  # fmt: skip
+            if (
+                k
+                in (
+                    "out_dim",
+                    "samples_per_class",
+                    "epochs",
+                    "batch_size",
+                    "seed",
+                    "num_negatives",
+                    "eval_every",
+                    "width",
+                )
+                and isinstance(v, float)
+                and v.is_integer()
+            ):
                 v = int(v)
             if k == "init_from" and v is None:
                 v = ""
@@ -373,11 +390,19 @@ class TrainConfig:
         r = self.resolved()
         parts = [r.dataset, str(r.arch), r.method]
         if r.method in HCL_METHODS:
-            parts += [f"beta={r.beta:g}", r.estimator + (f" K={r.num_negatives}" if r.estimator == "sampled" else "")]
+            parts += [
+                f"beta={r.beta:g}",
+                r.estimator + (f" K={r.num_negatives}" if r.estimator == "sampled" else ""),
+            ]
         if r.method == "WeiNCE":
             parts.append(f"recipe={r.recipe}")
-        parts += [f"views={r.views}", str(r.normalization), f"bs={r.batch_size}", f"epochs={r.epochs}",
-                  f"seed={r.seed}"]  # fmt: skip
+        parts += [
+            f"views={r.views}",
+            str(r.normalization),
+            f"bs={r.batch_size}",
+            f"epochs={r.epochs}",
+            f"seed={r.seed}",
+        ]
         if r.init == "nc":
             parts.append(f"init=nc({r.init_from})")
         return " ".join(parts)

@@ -119,11 +119,19 @@ def pot_summary(scores: np.ndarray, q: float = 0.99) -> dict[str, Any]:
     r = pot_fit(scores, q)
     stab = threshold_stability(scores, POT_QUANTILES, min_exceed=100)
     return {
-        "q": r.q, "threshold": r.threshold, "n_exceed": r.n_exceed, "xi": r.xi, "sigma": r.sigma,
-        "exp_sigma": r.exp_sigma, "endpoint": r.endpoint, "loglik": r.loglik, "exp_loglik": r.exp_loglik,
+        "q": r.q,
+        "threshold": r.threshold,
+        "n_exceed": r.n_exceed,
+        "xi": r.xi,
+        "sigma": r.sigma,
+        "exp_sigma": r.exp_sigma,
+        "endpoint": r.endpoint,
+        "loglik": r.loglik,
+        "exp_loglik": r.exp_loglik,
         "n_scores": int(np.asarray(scores).size),
-        "stability_xi": [float(v) for v in stab["xi"]], "stability_q": [float(v) for v in stab["q"]],
-    }  # fmt: skip
+        "stability_xi": [float(v) for v in stab["xi"]],
+        "stability_q": [float(v) for v in stab["q"]],
+    }
 
 
 def link_summary(cands: list[np.ndarray], tau: float | None = 0.5) -> dict[str, Any]:
@@ -131,5 +139,13 @@ def link_summary(cands: list[np.ndarray], tau: float | None = 0.5) -> dict[str, 
     from theory.weince.links import link_select
 
     r = link_select(cands, tau=tau)
-    return {"lam_hat": r.lam_hat, "tau_hat": r.tau_hat, "loglik": r.loglik, "loglik0": r.loglik0,
-            "lr_stat": r.lr_stat, "p_chi2": r.p_chi2, "p_boundary": r.p_boundary, "n_rows": r.n_rows}  # fmt: skip
+    return {
+        "lam_hat": r.lam_hat,
+        "tau_hat": r.tau_hat,
+        "loglik": r.loglik,
+        "loglik0": r.loglik0,
+        "lr_stat": r.lr_stat,
+        "p_chi2": r.p_chi2,
+        "p_boundary": r.p_boundary,
+        "n_rows": r.n_rows,
+    }

@@ -77,22 +77,47 @@ def evaluate_checkpoint(
         from realdata.datasets import load_dataset
 
         dataset = load_dataset(cfg.dataset, root)
-    views = Views(str(cfg.views), dataset.channels, dataset.image_size, dataset.mean, dataset.std, cfg.crop_min_scale)
+    views = Views(
+        str(cfg.views), dataset.channels, dataset.image_size, dataset.mean, dataset.std, cfg.crop_min_scale
+    )
     # kNN and R@k need k below the bank size (80 % of the training split) on small datasets
     k = min(knn_k, int(len(dataset.train) * 0.8) - 1)
-    settings = {"eval_metrics": ",".join(metrics), "probe_epochs": probe_epochs, "probe_lr": probe_lr,
-                "probe_seed": probe_seed, "split_seed": split_seed, "knn_k": k, "knn_temperature": knn_temperature}  # fmt: skip
+    settings = {
+        "eval_metrics": ",".join(metrics),
+        "probe_epochs": probe_epochs,
+        "probe_lr": probe_lr,
+        "probe_seed": probe_seed,
+        "split_seed": split_seed,
+        "knn_k": k,
+        "knn_temperature": knn_temperature,
+    }
     key = eval_key(str(payload["config_key"]), settings)
     folder = Path(results) / EVAL_SUBDIR
     if skip_existing and store.is_done(folder, key):
         frame = store.read_result(folder, key)
         return frame.iloc[0].to_dict(), store.run_file(folder, key)
-    res = evaluate_frozen(model, dataset, device=dev, preprocess=views.eval_view(), metrics=metrics,
-                          probe_epochs=probe_epochs, probe_lr=probe_lr, probe_seed=probe_seed,
-                          split_seed=split_seed, knn_k=k, knn_temperature=knn_temperature,
-                          recall_ks=tuple(x for x in (1, 2, 5, 10, 20, 50) if x <= k), progress=progress)  # fmt: skip
-    row: dict[str, Any] = {**cfg.to_dict(), **settings, "trained_key": payload["config_key"], "run_key": key,
-                           "epoch": int(payload["epoch"])}  # fmt: skip
+    res = evaluate_frozen(
+        model,
+        dataset,
+        device=dev,
+        preprocess=views.eval_view(),
+        metrics=metrics,
+        probe_epochs=probe_epochs,
+        probe_lr=probe_lr,
+        probe_seed=probe_seed,
+        split_seed=split_seed,
+        knn_k=k,
+        knn_temperature=knn_temperature,
+        recall_ks=tuple(x for x in (1, 2, 5, 10, 20, 50) if x <= k),
+        progress=progress,
+    )
+    row: dict[str, Any] = {
+        **cfg.to_dict(),
+        **settings,
+        "trained_key": payload["config_key"],
+        "run_key": key,
+        "epoch": int(payload["epoch"]),
+    }
     row.update(res.to_row())
     path = store.write_result(folder, pd.DataFrame([row]))
     return row, path

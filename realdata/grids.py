@@ -88,21 +88,31 @@ def group_runs(group: str, scale: str = "paper", precision: str = "bf16") -> Gro
         raise ValueError(f"scale must be 'paper' or 'small', got {scale!r}")
     small = scale == "small"
     shrink = dict(arch="smallcnn", width=4, epochs=1, eval_every=1, num_negatives=16, precision="fp32")
-    hcl = TrainConfig(dataset="cifar100", arch="resnet50", estimator="sampled", num_negatives=256, epochs=400,
-                      batch_size=512, eval_every=5, precision=precision)  # fmt: skip
+    hcl = TrainConfig(
+        dataset="cifar100",
+        arch="resnet50",
+        estimator="sampled",
+        num_negatives=256,
+        epochs=400,
+        batch_size=512,
+        eval_every=5,
+        precision=precision,
+    )
     if small:
         hcl = hcl.replace(batch_size=32, **shrink)
     if group == "r1-r3":
         return GroupRuns(group, scale, tuple((_folder(group, scale), c) for c in _hcl_family(hcl, BETAS)))
     if group == "r4":
         src = hcl.replace(method="HSCL", beta=R4_SOURCE_BETA)
-        runs = tuple((_folder(group, scale), c.replace(epochs=1 if small else 100)) for c in _hcl_family(hcl, BETAS))
+        runs = tuple(
+            (_folder(group, scale), c.replace(epochs=1 if small else 100)) for c in _hcl_family(hcl, BETAS)
+        )
         return GroupRuns(group, scale, runs, (_folder("r1-r3", scale), src))
     if group == "r5":
-        out = []
+        out: list[tuple[str, TrainConfig]] = []
         for ds in ("cifar100", "tiny-imagenet"):
             base = hcl.replace(dataset=ds, arch="resnet18", epochs=200, eval_every=10)
-            batches = R5_BATCHES
+            batches: tuple[int, ...] = R5_BATCHES
             if small:
                 base = base.replace(**shrink)
                 batches = (8, 16)
@@ -110,17 +120,18 @@ def group_runs(group: str, scale: str = "paper", precision: str = "bf16") -> Gro
                 for m, b in (("SCL", 0.0), ("HSCL", 5.0)):
                     out.append((_folder(group, scale, ds), base.replace(method=m, beta=b, batch_size=bs)))
         return GroupRuns(group, scale, tuple(out))
-    two = TrainConfig(dataset="cifar100", arch="resnet18", epochs=100, batch_size=256, eval_every=10,
-                      precision=precision)  # fmt: skip
-    seeds = WEINCE_SEEDS
+    two = TrainConfig(
+        dataset="cifar100", arch="resnet18", epochs=100, batch_size=256, eval_every=10, precision=precision
+    )
+    seeds: tuple[int, ...] = WEINCE_SEEDS
     if small:
         two = two.replace(batch_size=16, **{k: v for k, v in shrink.items() if k != "num_negatives"})
         seeds = WEINCE_SEEDS[:2]
-    runs = []
+    pairs: list[tuple[str, TrainConfig]] = []
     for s in seeds:
-        runs.append((_folder(group, scale), two.replace(method="InfoNCE", seed=s)))
-        runs.append((_folder(group, scale), two.replace(method="WeiNCE", recipe="released", seed=s)))
-    return GroupRuns(group, scale, tuple(runs))
+        pairs.append((_folder(group, scale), two.replace(method="InfoNCE", seed=s)))
+        pairs.append((_folder(group, scale), two.replace(method="WeiNCE", recipe="released", seed=s)))
+    return GroupRuns(group, scale, tuple(pairs))
 
 
 def group_command(group: str, *, root: str = "DATA", results: str = "results", scale: str = "paper") -> str:
@@ -143,8 +154,15 @@ def digits_runs(scale: str = "default") -> tuple[list[TrainConfig], list[TrainCo
         raise ValueError(f"scale must be 'quick' or 'default', got {scale!r}")
     quick = scale == "quick"
     epochs, seeds, betas = (2, (0,), (0.0, 5.0)) if quick else (30, DIGITS_SEEDS, DIGITS_BETAS)
-    base = TrainConfig(dataset="digits", arch="smallcnn", width=16, batch_size=128, estimator="expectation",
-                       epochs=epochs, eval_every=1 if quick else 5)  # fmt: skip
+    base = TrainConfig(
+        dataset="digits",
+        arch="smallcnn",
+        width=16,
+        batch_size=128,
+        estimator="expectation",
+        epochs=epochs,
+        eval_every=1 if quick else 5,
+    )
     hcl = [replace(c, seed=s) for c in _hcl_family(base, betas) for s in seeds]
     two = [base.replace(method=m, crop_min_scale=0.5, seed=s) for m in ("InfoNCE", "WeiNCE") for s in seeds]
     return hcl, two

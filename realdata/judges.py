@@ -73,16 +73,36 @@ __all__ = [
 
 #: The authors' numbers the paper-scale results are compared with (docs/realdata.md).
 AUTHORS = {
-    "R1": {("SCL", 0.0): 10.38, ("HSCL", 2.0): 31.86, ("HSCL", 5.0): 58.39, ("HSCL", 10.0): 57.07,
-           ("HSCL", 30.0): 54.57, ("UCL", 0.0): 9.0, ("HUCL", 5.0): 56.0, ("HUCL", 10.0): 56.5},
+    "R1": {
+        ("SCL", 0.0): 10.38,
+        ("HSCL", 2.0): 31.86,
+        ("HSCL", 5.0): 58.39,
+        ("HSCL", 10.0): 57.07,
+        ("HSCL", 30.0): 54.57,
+        ("UCL", 0.0): 9.0,
+        ("HUCL", 5.0): 56.0,
+        ("HUCL", 10.0): 56.5,
+    },
     "W1_xi": -0.156,
     "W3_probe": {"InfoNCE": 50.01, "WeiNCE": 53.28},
     "W4_overhead_pct": 0.67,
-}  # fmt: skip
+}
 
-SUMMARY_METRICS = ("ncm_acc", "train_ncm_acc", "etf_mean", "zero_sum", "unit_norm", "within_class_variation",
-                   "spectrum_min", "numerical_rank_1e2", "numerical_rank_1e4", "effective_rank", "nc1",
-                   "loss", "optimum")  # fmt: skip
+SUMMARY_METRICS = (
+    "ncm_acc",
+    "train_ncm_acc",
+    "etf_mean",
+    "zero_sum",
+    "unit_norm",
+    "within_class_variation",
+    "spectrum_min",
+    "numerical_rank_1e2",
+    "numerical_rank_1e4",
+    "effective_rank",
+    "nc1",
+    "loss",
+    "optimum",
+)
 _KEYS = ("dataset", "method", "beta", "batch_size", "init", "recipe")
 
 
@@ -106,7 +126,11 @@ def cell(summary: pd.DataFrame, metric: str, **where: Any) -> tuple[float, float
     for k, v in where.items():
         if k not in summary:
             return math.nan, math.nan, 0
-        m &= summary[k].astype(str) == str(v) if isinstance(v, str) else np.isclose(summary[k].astype(float), v)
+        m &= (
+            summary[k].astype(str) == str(v)
+            if isinstance(v, str)
+            else np.isclose(summary[k].astype(float), v)
+        )
     rows = summary[m]
     if len(rows) == 0:
         return math.nan, math.nan, 0
@@ -137,7 +161,9 @@ def verdict_of(flags: list[bool], *, partly_at: int = 1) -> Verdict:
     return Verdict.PARTLY if k >= partly_at else Verdict.NOT_REPRODUCED
 
 
-def _sub(what: str, verdict: Verdict, evidence: list[Evidence], setting: Mapping[str, Any], n: int, note: str = "") -> SubCheck:
+def _sub(
+    what: str, verdict: Verdict, evidence: list[Evidence], setting: Mapping[str, Any], n: int, note: str = ""
+) -> SubCheck:
     """A sub-check; evidence that was not measured (NaN: a configuration not stored) is left out."""
     kept = tuple(e for e in evidence if math.isfinite(e.value))
     return SubCheck(what, verdict, kept, instances=n, setting=dict(setting), note=note)
@@ -160,7 +186,11 @@ def judge_r1(s: pd.DataFrame, setting: Mapping[str, Any], *, paper: bool) -> Sub
         v = verdict_of(flags, partly_at=2)
         note = "authors: SCL 10.38 %, HSCL beta=5 58.39 %, beta=10 57.07 %; UCL ~9 %, HUCL ~56 %"
     else:
-        v = Verdict.REPRODUCED if all(flags) else (Verdict.NOT_REPRODUCED if not any(flags) else Verdict.PARTLY)
+        v = (
+            Verdict.REPRODUCED
+            if all(flags)
+            else (Verdict.NOT_REPRODUCED if not any(flags) else Verdict.PARTLY)
+        )
         note = "rule at this scale: every difference > 2 SE (the paper's 40-point margin applies to CIFAR-100 only)"
     return _sub("NCM accuracy: HSCL/HUCL beta=5, 10 vs SCL/UCL", v, ev, setting, n, note)
 
@@ -169,32 +199,53 @@ def judge_r2(s: pd.DataFrame, setting: Mapping[str, Any], num_classes: int) -> S
     """R2: supervised hardness and NC / DC."""
     scl = cell(s, "numerical_rank_1e2", method="SCL", beta=0.0)
     e0, e10 = cell(s, "etf_mean", method="SCL", beta=0.0), cell(s, "etf_mean", method="HSCL", beta=10.0)
-    s0, s10 = cell(s, "spectrum_min", method="SCL", beta=0.0), cell(s, "spectrum_min", method="HSCL", beta=10.0)
+    s0, s10 = (
+        cell(s, "spectrum_min", method="SCL", beta=0.0),
+        cell(s, "spectrum_min", method="HSCL", beta=10.0),
+    )
     de, se_e = _diff(e0, e10)
     ds, se_s = _diff(s10, s0)
     flags = [scl[0] < num_classes - 1, de > 2 * se_e, ds > 2 * se_s]
-    ev = [_ev("numerical rank (1e-2) SCL", scl), _ev("etf_mean SCL", e0), _ev("etf_mean HSCL beta=10", e10),
-          _ev("spectrum_min SCL", s0), _ev("spectrum_min HSCL beta=10", s10)]  # fmt: skip
+    ev = [
+        _ev("numerical rank (1e-2) SCL", scl),
+        _ev("etf_mean SCL", e0),
+        _ev("etf_mean HSCL beta=10", e10),
+        _ev("spectrum_min SCL", s0),
+        _ev("spectrum_min HSCL beta=10", s10),
+    ]
     for b in (2.0, 5.0, 30.0):
         c = cell(s, "etf_mean", method="HSCL", beta=b)
         if c[2]:
             ev.append(_ev(f"etf_mean HSCL beta={b:g}", c))
     note = f"(a) SCL rank < C-1 = {num_classes - 1}: {flags[0]}; (b) etf_mean falls: {flags[1]}; (c) spectrum flattens: {flags[2]}"
-    return _sub("supervised: hardness moves SCL's DC towards NC", verdict_of(flags), ev, setting, e0[2] + e10[2], note)
+    return _sub(
+        "supervised: hardness moves SCL's DC towards NC", verdict_of(flags), ev, setting, e0[2] + e10[2], note
+    )
 
 
 def judge_r3(s: pd.DataFrame, setting: Mapping[str, Any], top_beta: float) -> SubCheck:
     """R3: unsupervised, beta = 5 best, larger beta worse NC and more DC."""
     e5, et = cell(s, "etf_mean", method="HUCL", beta=5.0), cell(s, "etf_mean", method="HUCL", beta=top_beta)
     z5, zt = cell(s, "zero_sum", method="HUCL", beta=5.0), cell(s, "zero_sum", method="HUCL", beta=top_beta)
-    p5, pt = cell(s, "spectrum_min", method="HUCL", beta=5.0), cell(s, "spectrum_min", method="HUCL", beta=top_beta)
+    p5, pt = (
+        cell(s, "spectrum_min", method="HUCL", beta=5.0),
+        cell(s, "spectrum_min", method="HUCL", beta=top_beta),
+    )
     (d1, s1), (d2, s2), (d3, s3) = _diff(et, e5), _diff(zt, z5), _diff(p5, pt)
     flags = [d1 > 2 * s1, d2 > 2 * s2, d3 > 2 * s3]
-    ev = [_ev("etf_mean HUCL beta=5", e5), _ev(f"etf_mean HUCL beta={top_beta:g}", et), _ev("zero_sum HUCL beta=5", z5),
-          _ev(f"zero_sum HUCL beta={top_beta:g}", zt), _ev("spectrum_min HUCL beta=5", p5),
-          _ev(f"spectrum_min HUCL beta={top_beta:g}", pt), _ev("etf_mean UCL", cell(s, "etf_mean", method="UCL", beta=0.0))]  # fmt: skip
+    ev = [
+        _ev("etf_mean HUCL beta=5", e5),
+        _ev(f"etf_mean HUCL beta={top_beta:g}", et),
+        _ev("zero_sum HUCL beta=5", z5),
+        _ev(f"zero_sum HUCL beta={top_beta:g}", zt),
+        _ev("spectrum_min HUCL beta=5", p5),
+        _ev(f"spectrum_min HUCL beta={top_beta:g}", pt),
+        _ev("etf_mean UCL", cell(s, "etf_mean", method="UCL", beta=0.0)),
+    ]
     note = f"beta={top_beta:g} vs 5: (a) worse ETF {flags[0]}; (b) larger zero-sum {flags[1]}; (c) more DC {flags[2]}"
-    return _sub(f"unsupervised: beta=5 vs beta={top_beta:g}", verdict_of(flags), ev, setting, e5[2] + et[2], note)
+    return _sub(
+        f"unsupervised: beta=5 vs beta={top_beta:g}", verdict_of(flags), ev, setting, e5[2] + et[2], note
+    )
 
 
 def _nc(s: pd.DataFrame, **where: Any) -> tuple[bool, list[Evidence]]:
@@ -212,12 +263,18 @@ def judge_r4(s: pd.DataFrame, setting: Mapping[str, Any]) -> SubCheck:
         ev += e
     drift = []
     for b in (10.0, 30.0):
-        e, p = cell(s, "etf_mean", method="HUCL", beta=b), cell(s, "spectrum_min", method="HUCL", beta=b)
-        drift.append(e[0] > 0.1 or p[0] < -5.0)
-        ev += [_ev(f"etf_mean HUCL beta={b:g}", e), _ev(f"spectrum_min HUCL beta={b:g}", p)]
+        etf, spec = cell(s, "etf_mean", method="HUCL", beta=b), cell(s, "spectrum_min", method="HUCL", beta=b)
+        drift.append(etf[0] > 0.1 or spec[0] < -5.0)
+        ev += [_ev(f"etf_mean HUCL beta={b:g}", etf), _ev(f"spectrum_min HUCL beta={b:g}", spec)]
     v = verdict_of([all(keep), all(drift)])
-    return _sub("near-NC start: SCL/HSCL keep NC, HUCL beta=10, 30 drift", v, ev, setting, len(keep) + len(drift),
-                f"keep NC {keep}; drift {drift}")  # fmt: skip
+    return _sub(
+        "near-NC start: SCL/HSCL keep NC, HUCL beta=10, 30 drift",
+        v,
+        ev,
+        setting,
+        len(keep) + len(drift),
+        f"keep NC {keep}; drift {drift}",
+    )
 
 
 def judge_r5(summaries: Mapping[str, pd.DataFrame], setting: Mapping[str, Any]) -> SubCheck:
@@ -241,8 +298,14 @@ def judge_r5(summaries: Mapping[str, pd.DataFrame], setting: Mapping[str, Any]) 
         v = Verdict.PARTLY
     else:
         v = Verdict.NOT_REPRODUCED
-    return _sub("HSCL beta=5: NC for batch 64-512, not at 32 with C=200", v, ev, setting, len(ev) // 2,
-                f"NC at 64-512 per dataset {dict(zip(summaries, mid_ok))}; NC at 32 on Tiny-ImageNet: {at32_tiny}")  # fmt: skip
+    return _sub(
+        "HSCL beta=5: NC for batch 64-512, not at 32 with C=200",
+        v,
+        ev,
+        setting,
+        len(ev) // 2,
+        f"NC at 64-512 per dataset {dict(zip(summaries, mid_ok, strict=True))}; NC at 32 on Tiny-ImageNet: {at32_tiny}",
+    )
 
 
 def judge_w1(pot: Mapping[str, Any], setting: Mapping[str, Any], label: str) -> SubCheck:
@@ -251,26 +314,57 @@ def judge_w1(pot: Mapping[str, Any], setting: Mapping[str, Any], label: str) -> 
     stab = [float(v) for v in pot.get("stability_xi", []) if v == v]
     flags_all = xi < 0 and bool(stab) and all(v < 0 for v in stab)
     v = Verdict.REPRODUCED if flags_all else (Verdict.PARTLY if xi < 0 else Verdict.NOT_REPRODUCED)
-    ev = [Evidence(f"xi_hat {label} (q=0.99)", xi, n=int(pot["n_exceed"])), Evidence("sigma_hat", float(pot["sigma"])),
-          Evidence("exponential sigma", float(pot["exp_sigma"]))]  # fmt: skip
+    ev = [
+        Evidence(f"xi_hat {label} (q=0.99)", xi, n=int(pot["n_exceed"])),
+        Evidence("sigma_hat", float(pot["sigma"])),
+        Evidence("exponential sigma", float(pot["exp_sigma"])),
+    ]
     if stab:
-        ev.append(Evidence("xi_hat over thresholds q=0.98-0.995 (mid, half range)", (max(stab) + min(stab)) / 2,
-                           (max(stab) - min(stab)) / 2, "range", n=len(stab)))  # fmt: skip
-    return _sub(f"GPD shape of the negative-similarity tail, {label}", v, ev, setting, int(pot["n_scores"]),
-                "authors' released fit: xi_hat = -0.156 (CIFAR-100 SimCLR checkpoint)")  # fmt: skip
+        ev.append(
+            Evidence(
+                "xi_hat over thresholds q=0.98-0.995 (mid, half range)",
+                (max(stab) + min(stab)) / 2,
+                (max(stab) - min(stab)) / 2,
+                "range",
+                n=len(stab),
+            )
+        )
+    return _sub(
+        f"GPD shape of the negative-similarity tail, {label}",
+        v,
+        ev,
+        setting,
+        int(pot["n_scores"]),
+        "authors' released fit: xi_hat = -0.156 (CIFAR-100 SimCLR checkpoint)",
+    )
 
 
 def judge_w2(link: Mapping[str, Any], setting: Mapping[str, Any], label: str) -> SubCheck:
     """W2: lambda-hat of the likelihood link selection."""
     lam, p = float(link["lam_hat"]), float(link["p_boundary"])
-    v = Verdict.REPRODUCED if (lam > 0.05 and p < 0.01) else (Verdict.PARTLY if lam > 0 else Verdict.NOT_REPRODUCED)
-    ev = [Evidence(f"lambda_hat {label}", lam, n=int(link["n_rows"])), Evidence("LRT statistic", float(link["lr_stat"])),
-          Evidence("p (boundary chi2 mixture, nominal)", p)]  # fmt: skip
-    return _sub(f"link selection in T_lambda, {label}", v, ev, setting, int(link["n_rows"]),
-                "p-values are nominal: in-batch candidate rows share items")  # fmt: skip
+    v = (
+        Verdict.REPRODUCED
+        if (lam > 0.05 and p < 0.01)
+        else (Verdict.PARTLY if lam > 0 else Verdict.NOT_REPRODUCED)
+    )
+    ev = [
+        Evidence(f"lambda_hat {label}", lam, n=int(link["n_rows"])),
+        Evidence("LRT statistic", float(link["lr_stat"])),
+        Evidence("p (boundary chi2 mixture, nominal)", p),
+    ]
+    return _sub(
+        f"link selection in T_lambda, {label}",
+        v,
+        ev,
+        setting,
+        int(link["n_rows"]),
+        "p-values are nominal: in-batch candidate rows share items",
+    )
 
 
-def judge_w3(probe: Mapping[str, list[float]], setting: Mapping[str, Any], metric: str = "linear probe") -> SubCheck:
+def judge_w3(
+    probe: Mapping[str, list[float]], setting: Mapping[str, Any], metric: str = "linear probe"
+) -> SubCheck:
     """W3: WeiNCE vs InfoNCE on a frozen-feature accuracy (per-seed values in percent)."""
     from scipy import stats
 
@@ -278,28 +372,57 @@ def judge_w3(probe: Mapping[str, list[float]], setting: Mapping[str, Any], metri
     ev = []
     for name, x in (("InfoNCE", b), ("WeiNCE", a)):
         if x.size:
-            ev.append(Evidence(f"{metric} {name}", float(x.mean()), float(x.std(ddof=1)) if x.size > 1 else None,
-                               "std" if x.size > 1 else "", n=int(x.size), unit=" %"))  # fmt: skip
+            ev.append(
+                Evidence(
+                    f"{metric} {name}",
+                    float(x.mean()),
+                    float(x.std(ddof=1)) if x.size > 1 else None,
+                    "std" if x.size > 1 else "",
+                    n=int(x.size),
+                    unit=" %",
+                )
+            )
     if not (a.size and b.size):
         return _sub(f"{metric}: WeiNCE vs InfoNCE", Verdict.NOT_RUN, ev, setting, 0)
     d = float(a.mean() - b.mean())
-    se = math.sqrt((a.var(ddof=1) / a.size if a.size > 1 else 0.0) + (b.var(ddof=1) / b.size if b.size > 1 else 0.0))
+    se = math.sqrt(
+        (a.var(ddof=1) / a.size if a.size > 1 else 0.0) + (b.var(ddof=1) / b.size if b.size > 1 else 0.0)
+    )
     dof = max(1, min(a.size, b.size) - 1)
     half = float(stats.t.ppf(0.975, dof)) * se
     ev.append(Evidence(f"{metric} WeiNCE - InfoNCE", d, half, "ci", level=0.95, unit=" points"))
     v = Verdict.REPRODUCED if d - half > 0 else (Verdict.PARTLY if d > 0 else Verdict.NOT_REPRODUCED)
-    return _sub(f"{metric}: WeiNCE vs InfoNCE", v, ev, setting, int(a.size + b.size),
-                "authors (CIFAR-100, ResNet-18): linear probe 50.01 ± 0.19 -> 53.28 ± 0.28")  # fmt: skip
+    return _sub(
+        f"{metric}: WeiNCE vs InfoNCE",
+        v,
+        ev,
+        setting,
+        int(a.size + b.size),
+        "authors (CIFAR-100, ResNet-18): linear probe 50.01 ± 0.19 -> 53.28 ± 0.28",
+    )
 
 
 def judge_w4(bench: Mapping[str, Any], setting: Mapping[str, Any], *, gpu: bool) -> SubCheck:
     """W4: WeiNCE's step overhead over InfoNCE and its trainable parameters."""
     pct = float(bench["weince_overhead_pct"])
     params = int(bench.get("weince_parameters", 0))
-    ev = [Evidence("WeiNCE step overhead over InfoNCE", pct, unit=" %"), Evidence("WeiNCE trainable parameters", params)]
+    ev = [
+        Evidence("WeiNCE step overhead over InfoNCE", pct, unit=" %"),
+        Evidence("WeiNCE trainable parameters", params),
+    ]
     if gpu:
-        v = Verdict.REPRODUCED if (pct <= 1.0 and params == 0) else (Verdict.PARTLY if pct <= 5.0 else Verdict.NOT_REPRODUCED)
+        v = (
+            Verdict.REPRODUCED
+            if (pct <= 1.0 and params == 0)
+            else (Verdict.PARTLY if pct <= 5.0 else Verdict.NOT_REPRODUCED)
+        )
     else:
         v = Verdict.PARTLY if (pct <= 5.0 and params == 0) else Verdict.NOT_REPRODUCED
-    return _sub("step-time overhead of WeiNCE over InfoNCE" + (" (GPU)" if gpu else " (CPU)"), v, ev, setting, 1,
-                "paper (unconfirmed summary): 0.67 % on GPU")  # fmt: skip
+    return _sub(
+        "step-time overhead of WeiNCE over InfoNCE" + (" (GPU)" if gpu else " (CPU)"),
+        v,
+        ev,
+        setting,
+        1,
+        "paper (unconfirmed summary): 0.67 % on GPU",
+    )

@@ -94,7 +94,9 @@ class LossSpec:
 
     def __post_init__(self) -> None:
         if self.method not in (*_SETTINGS, "InfoNCE", "WeiNCE"):
-            raise ValueError(f"method must be one of {(*_SETTINGS, 'InfoNCE', 'WeiNCE')}, got {self.method!r}")
+            raise ValueError(
+                f"method must be one of {(*_SETTINGS, 'InfoNCE', 'WeiNCE')}, got {self.method!r}"
+            )
         if self.views not in ("label", "simclr"):
             raise ValueError(f"views must be 'label' or 'simclr', got {self.views!r}")
         if self.method in ("InfoNCE", "WeiNCE") and self.views != "simclr":
@@ -319,12 +321,18 @@ def two_view_partial_loss(
         idx = (A - 1) // 2 if n_eff < 2 else rho0_index(A, float(kw["q"]))
         eps = float(kw["eps"])
         rho0 = torch.clamp(srt[idx], min=eps)
-        lam_rho = torch.sigmoid(float(kw["kappa_rho"]) * (torch.log(rho0) - torch.log(torch.clamp(st.rho.double(), min=eps))))
+        lam_rho = torch.sigmoid(
+            float(kw["kappa_rho"]) * (torch.log(rho0) - torch.log(torch.clamp(st.rho.double(), min=eps)))
+        )
         lam = (lam_rho * st.lam_aic.double()).to(cand.dtype)
     logits = tlambda_logits(cand, lam[:, None], tau, eps)
     part = F.cross_entropy(logits, target, reduction="sum") / A
-    gate = {"lambda": lam, "lambda_rho": lam_rho.to(cand.dtype), "lambda_aic": st.lam_aic.to(cand.dtype),
-            "daic": st.dAIC.to(cand.dtype)}  # fmt: skip
+    gate = {
+        "lambda": lam,
+        "lambda_rho": lam_rho.to(cand.dtype),
+        "lambda_aic": st.lam_aic.to(cand.dtype),
+        "daic": st.dAIC.to(cand.dtype),
+    }
     return part, gate
 
 
@@ -416,7 +424,10 @@ class Objective(nn.Module):
             part = self._hcl_part(g1, g2, yg, lo, hi, generator)
             gate = None
         else:
-            part, gate = two_view_partial_loss(g1, g2, lo, hi, tau=spec.tau, weince=spec.method == "WeiNCE", world=world)  # type: ignore[arg-type]
+            assert g2 is not None  # two views (checked above)
+            part, gate = two_view_partial_loss(
+                g1, g2, lo, hi, tau=spec.tau, weince=spec.method == "WeiNCE", world=world
+            )
         value = world.sum(part.detach().to(torch.float64))
         return StepLoss(part * world.size, value, gate)
 
@@ -424,8 +435,14 @@ class Objective(nn.Module):
         spec = self.spec
         N = g1.shape[0]
         dev = g1.device
-        kw = dict(setting=_SETTINGS[spec.method], beta=spec.beta, tau=spec.tau, estimator=spec.estimator,
-                  num_negatives=spec.num_negatives, generator=generator)  # fmt: skip
+        kw = dict(
+            setting=_SETTINGS[spec.method],
+            beta=spec.beta,
+            tau=spec.tau,
+            estimator=spec.estimator,
+            num_negatives=spec.num_negatives,
+            generator=generator,
+        )
         if g2 is None:
             return hcl_partial_loss(g1, yg, torch.arange(lo, hi, device=dev), **kw)  # type: ignore[arg-type]
         z = torch.cat([g1, g2])
@@ -439,8 +456,15 @@ class Objective(nn.Module):
         if spec.method in _SETTINGS:
             from theory.hcl import contrastive_loss
 
-            kw = dict(setting=_SETTINGS[spec.method], beta=spec.beta, tau=spec.tau, psi="mean",
-                      estimator=spec.estimator, num_negatives=spec.num_negatives, generator=generator)  # fmt: skip
+            kw = dict(
+                setting=_SETTINGS[spec.method],
+                beta=spec.beta,
+                tau=spec.tau,
+                psi="mean",
+                estimator=spec.estimator,
+                num_negatives=spec.num_negatives,
+                generator=generator,
+            )
             if z2 is None:
                 loss = contrastive_loss(z1, labels, **kw)  # type: ignore[arg-type]
             else:
@@ -457,13 +481,19 @@ class Objective(nn.Module):
             return StepLoss(loss, loss.detach().to(torch.float64))
         from theory.weince import weince_loss
 
-        loss, diag = weince_loss(z1, z2, tau=spec.tau, recipe=spec.recipe, state=self.state, return_diagnostics=True)
+        loss, diag = weince_loss(
+            z1, z2, tau=spec.tau, recipe=spec.recipe, state=self.state, return_diagnostics=True
+        )
         gate = {"lambda": diag.lam, "lambda_rho": diag.lam_rho, "lambda_aic": diag.lam_aic, "daic": diag.dAIC}
         extra = None if diag.beta_t is None else {"beta_t": float(diag.beta_t)}
-        return StepLoss(loss, loss.detach().to(torch.float64), {k: v.detach() for k, v in gate.items()}, extra)
+        return StepLoss(
+            loss, loss.detach().to(torch.float64), {k: v.detach() for k, v in gate.items()}, extra
+        )
 
 
-def _slice_gate(gate: dict[str, torch.Tensor] | None, lo: int, hi: int, N: int) -> dict[str, torch.Tensor] | None:
+def _slice_gate(
+    gate: dict[str, torch.Tensor] | None, lo: int, hi: int, N: int
+) -> dict[str, torch.Tensor] | None:
     if gate is None:
         return None
     idx = torch.cat([torch.arange(lo, hi), torch.arange(N + lo, N + hi)])

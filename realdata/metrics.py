@@ -121,8 +121,13 @@ def epoch_metrics(
     from theory import collapse as col
 
     C = int(dataset.num_classes)
-    kw = dict(batch_size=batch_size, device=device, preprocess=preprocess, autocast_bf16=autocast_bf16,
-              progress=False)  # fmt: skip
+    kw = dict(
+        batch_size=batch_size,
+        device=device,
+        preprocess=preprocess,
+        autocast_bf16=autocast_bf16,
+        progress=False,
+    )
     tr = extract_features(model, dataset.train.images, dataset.train.labels, **kw)  # type: ignore[arg-type]
     te = extract_features(model, dataset.test.images, dataset.test.labels, **kw)  # type: ignore[arg-type]
     for name, f in (("train", tr), ("test", te)):

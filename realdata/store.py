@@ -138,7 +138,9 @@ def read_gate(folder: str | os.PathLike, key: str) -> pd.DataFrame | None:
     return pd.read_csv(p) if p.is_file() else None
 
 
-def write_failure(folder: str | os.PathLike, key: str, config: dict[str, Any], epoch: int, reason: str) -> Path:
+def write_failure(
+    folder: str | os.PathLike, key: str, config: dict[str, Any], epoch: int, reason: str
+) -> Path:
     """Record that run ``key`` failed (non-finite parameters, embeddings or loss)."""
     body = {"run_key": key, "epoch": int(epoch), "reason": str(reason), "config": config}
     return atomic_write_text(_folder(folder) / "failed" / f"{key}.json", json.dumps(body, indent=2))

@@ -134,9 +134,18 @@ def load_encoder(path: str | Path, device: torch.device | str = "cpu") -> tuple[
 
 
 def _build(cfg: TrainConfig, C: int, channels: int, channels_last: bool) -> nn.Module:
-    return build_model(str(cfg.arch), str(cfg.head), C, cfg.normalization, out_dim=cfg.out_dim,
-                       stem=cfg.stem, in_channels=channels, width=cfg.width, channels_last=channels_last,
-                       seed=cfg.seed)  # fmt: skip
+    return build_model(
+        str(cfg.arch),
+        str(cfg.head),
+        C,
+        cfg.normalization,
+        out_dim=cfg.out_dim,
+        stem=cfg.stem,
+        in_channels=channels,
+        width=cfg.width,
+        channels_last=channels_last,
+        seed=cfg.seed,
+    )
 
 
 class _Log:
@@ -201,9 +210,12 @@ def train_run(
     key = cfg.key()
     folder = options.results
     if store.is_done(folder, key) and not options.force:
-        return RunOutcome("cached", key, cfg, store.read_result(folder, key), store.read_gate(folder, key),
-                          "already stored")  # fmt: skip
-    device = torch.device("cuda", torch.cuda.current_device()) if options.device == "cuda" else torch.device("cpu")
+        return RunOutcome(
+            "cached", key, cfg, store.read_result(folder, key), store.read_gate(folder, key), "already stored"
+        )
+    device = (
+        torch.device("cuda", torch.cuda.current_device()) if options.device == "cuda" else torch.device("cpu")
+    )
     ckpt_path = store.checkpoint_file(folder, key)
     payload = None
     if ckpt_path.is_file() and not options.restart:
@@ -232,10 +244,13 @@ def train_run(
     if world.distributed:
         from torch.nn.parallel import DistributedDataParallel
 
-        train_model = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+        train_model = DistributedDataParallel(
+            model, device_ids=[device.index] if device.type == "cuda" else None
+        )
     if options.compile:
         train_model = torch.compile(train_model)  # type: ignore[assignment]
-    opt = torch.optim.Adam(model.parameters(), lr=float(cfg.lr), weight_decay=float(cfg.weight_decay))
+    assert cfg.lr is not None and cfg.weight_decay is not None  # resolved
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     objective = build_loss(cfg, world, options.ddp_loss)
     streams = Streams.create(cfg.seed, device, world.rank)
     bf16 = cfg.precision == "bf16"
@@ -248,7 +263,9 @@ def train_run(
         model.load_state_dict(payload["model"])
         opt.load_state_dict(payload["optimizer"])
         gens = payload["generators"]
-        streams.load({"order": gens["order"], "negatives": gens["negatives"], "views": gens["views"][world.rank]})
+        streams.load(
+            {"order": gens["order"], "negatives": gens["negatives"], "views": gens["views"][world.rank]}
+        )
         torch.set_rng_state(payload["torch_rng"]["cpu"])
         if device.type == "cuda" and payload["torch_rng"].get("cuda") is not None:
             torch.cuda.set_rng_state_all(payload["torch_rng"]["cuda"])
@@ -257,8 +274,14 @@ def train_run(
         gate_rows = [pd.DataFrame(payload["gate"])] if payload.get("gate") else []
 
     def evaluate(epoch: int, loss: float, skipped: int, extra: dict[str, float]) -> None:
-        em = epoch_metrics(_unwrap(model), data, preprocess=views.eval_view(), device=device,
-                           batch_size=options.eval_batch_size, autocast_bf16=bf16)  # fmt: skip
+        em = epoch_metrics(
+            _unwrap(model),
+            data,
+            preprocess=views.eval_view(),
+            device=device,
+            batch_size=options.eval_batch_size,
+            autocast_bf16=bf16,
+        )
         row: dict[str, Any] = {**cfg.to_dict(), "run_key": key, "epoch": epoch}
         vals = {c: float("nan") for c in METRIC_COLUMNS}
         vals.update(em.values)
@@ -272,25 +295,44 @@ def train_run(
     def fail(epoch: int, reason: str) -> RunOutcome:
         if world.is_main:
             store.write_failure(folder, key, cfg.to_dict(), epoch, reason)
-        return RunOutcome("failed", key, cfg, message=f"run {key} failed at epoch {epoch}: {reason}",
-                          seconds=time.perf_counter() - t_start)  # fmt: skip
+        return RunOutcome(
+            "failed",
+            key,
+            cfg,
+            message=f"run {key} failed at epoch {epoch}: {reason}",
+            seconds=time.perf_counter() - t_start,
+        )
 
     def checkpoint(epoch: int, path: Path, full: bool = True) -> None:
         views_states = world.all_objects(streams.views.get_state()) if full else None
         if not world.is_main:
             return
-        body: dict[str, Any] = {"config_key": key, "config": cfg.to_dict(), "epoch": epoch, "num_classes": C,
-                                "channels": channels, "model": _unwrap(model).state_dict()}  # fmt: skip
+        body: dict[str, Any] = {
+            "config_key": key,
+            "config": cfg.to_dict(),
+            "epoch": epoch,
+            "num_classes": C,
+            "channels": channels,
+            "model": _unwrap(model).state_dict(),
+        }
         if full:
             cuda_rng = torch.cuda.get_rng_state_all() if device.type == "cuda" else None
             gate = pd.concat(gate_rows, ignore_index=True).to_dict("list") if gate_rows else None
-            body.update({
-                "optimizer": opt.state_dict(), "scheduler": None,
-                "generators": {"order": streams.order.get_state(), "negatives": streams.negatives.get_state(),
-                               "views": views_states},
-                "torch_rng": {"cpu": torch.get_rng_state(), "cuda": cuda_rng},
-                "objective": objective.state_payload(), "rows": rows, "gate": gate,
-            })  # fmt: skip
+            body.update(
+                {
+                    "optimizer": opt.state_dict(),
+                    "scheduler": None,
+                    "generators": {
+                        "order": streams.order.get_state(),
+                        "negatives": streams.negatives.get_state(),
+                        "views": views_states,
+                    },
+                    "torch_rng": {"cpu": torch.get_rng_state(), "cuda": cuda_rng},
+                    "objective": objective.state_payload(),
+                    "rows": rows,
+                    "gate": gate,
+                }
+            )
         save_checkpoint(path, body)
 
     try:
@@ -306,8 +348,13 @@ def train_run(
         t0 = time.perf_counter()
         batches = epoch_batches(cfg, labels_cpu, streams.order)
         log.close()
-        log = _Log(len(batches), f"run {key} epoch {epoch}/{cfg.epochs}", options.progress, options.log_every_s,
-                   world.is_main)  # fmt: skip
+        log = _Log(
+            len(batches),
+            f"run {key} epoch {epoch}/{cfg.epochs}",
+            options.progress,
+            options.log_every_s,
+            world.is_main,
+        )
         train_model.train()
         total = torch.zeros((), dtype=torch.float64, device=device)
         gate_sum: dict[str, torch.Tensor] = {}
@@ -328,7 +375,9 @@ def train_run(
                 for k, v in out.gate.items():
                     gate_sum[k] = gate_sum.get(k, 0.0) + torch.stack([v.double().mean(), v.double().median()])
                 if s in keep_at:
-                    gate_parts.append({k: v[: max(1, options.gate_anchors // _GATE_STEPS)] for k, v in out.gate.items()})
+                    gate_parts.append(
+                        {k: v[: max(1, options.gate_anchors // _GATE_STEPS)] for k, v in out.gate.items()}
+                    )
             if out.extra and "beta_t" in out.extra:
                 beta_t = out.extra["beta_t"]
             if log.bar is not None or log.lines:
@@ -349,10 +398,12 @@ def train_run(
         seconds = time.perf_counter() - t0
         extra = {"epoch_seconds": seconds, "views_per_second": done * cfg.batch_size * views.count / seconds}
         if gate_sum:
-            extra.update(lambda_mean=float(gate_sum["lambda"][0]) / done,
-                         lambda_rho_mean=float(gate_sum["lambda_rho"][0]) / done,
-                         lambda_aic_mean=float(gate_sum["lambda_aic"][0]) / done,
-                         daic_median=float(gate_sum["daic"][1]) / done)  # fmt: skip
+            extra.update(
+                lambda_mean=float(gate_sum["lambda"][0]) / done,
+                lambda_rho_mean=float(gate_sum["lambda_rho"][0]) / done,
+                lambda_aic_mean=float(gate_sum["lambda_aic"][0]) / done,
+                daic_median=float(gate_sum["daic"][1]) / done,
+            )
             extra["beta_t"] = beta_t
             part = {k: torch.cat([g[k] for g in gate_parts]).double().cpu().numpy() for k in gate_parts[0]}
             gate_rows.append(pd.DataFrame({"epoch": epoch, **part})[list(GATE_COLUMNS)])
@@ -369,8 +420,13 @@ def train_run(
             checkpoint(epoch, store.checkpoint_file(folder, key))
         if options.stop_after is not None and epoch >= options.stop_after and not last:
             log.close()
-            return RunOutcome("interrupted", key, cfg, message=f"stopped after epoch {epoch}",
-                              seconds=time.perf_counter() - t_start)  # fmt: skip
+            return RunOutcome(
+                "interrupted",
+                key,
+                cfg,
+                message=f"stopped after epoch {epoch}",
+                seconds=time.perf_counter() - t_start,
+            )
     log.close()
     checkpoint(cfg.epochs, store.final_checkpoint_file(folder, key), full=False)
     frame = _frame(rows)

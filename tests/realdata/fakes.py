@@ -65,7 +65,9 @@ def write_cifar10(root: Path, per_batch: int = 3, n_test: int = 5, seed: int = 0
     }
 
 
-def write_cifar100(root: Path, n_train: int = 7, n_test: int = 4, seed: int = 1, balanced: bool = False) -> dict:
+def write_cifar100(
+    root: Path, n_train: int = 7, n_test: int = 4, seed: int = 1, balanced: bool = False
+) -> dict:
     """``<root>/cifar-100-python/``: ``train``, ``test`` and ``meta`` pickles.
 
     ``balanced``: labels ``i mod 100`` (every class present when ``n >= 100``), else uniform draws.

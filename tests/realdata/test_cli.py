@@ -23,13 +23,26 @@ def _every_flag_documented(parser):
 def test_help_explains_every_flag(capsys):
     p = build_parser()
     _every_flag_documented(p)
-    for name, sub in p._subparsers._group_actions[0].choices.items():
+    for sub in p._subparsers._group_actions[0].choices.values():
         _every_flag_documented(sub)
     with pytest.raises(SystemExit):
         main(["train", "--help"])
     out = capsys.readouterr().out
-    for flag in ("--views", "--num-negatives", "--recipe", "--balanced-sampler", "--checkpoint-every", "--resume",
-                 "--compile", "--amp", "--channels-last", "--workers", "--eval-every", "--init", "--download"):  # fmt: skip
+    for flag in (
+        "--views",
+        "--num-negatives",
+        "--recipe",
+        "--balanced-sampler",
+        "--checkpoint-every",
+        "--resume",
+        "--compile",
+        "--amp",
+        "--channels-last",
+        "--workers",
+        "--eval-every",
+        "--init",
+        "--download",
+    ):
         assert flag in out
 
 
@@ -43,14 +56,33 @@ def test_bad_argument_names_it(capsys):
 
 def test_train_then_eval_on_digits(tmp_path, capsys):
     res = str(tmp_path / "rd")
-    args = ["train", "--method", "HSCL", "--beta", "5", "--epochs", "1", "--batch-size", "128", "--width", "4",
-            "--estimator", "expectation", "--results", res, "--progress", "off"]  # fmt: skip
+    args = [
+        "train",
+        "--method",
+        "HSCL",
+        "--beta",
+        "5",
+        "--epochs",
+        "1",
+        "--batch-size",
+        "128",
+        "--width",
+        "4",
+        "--estimator",
+        "expectation",
+        "--results",
+        res,
+        "--progress",
+        "off",
+    ]
     assert main(args) == 0
     out = capsys.readouterr().out
     key = out.split()[1]
     frame = store.read_result(res, key)
     assert list(frame["epoch"]) == [0, 1]
-    assert {"ncm_acc", "etf_mean", "spectrum_min", "numerical_rank_1e2", "class_means", "optimum"} <= set(frame.columns)
+    assert {"ncm_acc", "etf_mean", "spectrum_min", "numerical_rank_1e2", "class_means", "optimum"} <= set(
+        frame.columns
+    )
     assert frame["optimum"].iloc[-1] == pytest.approx(np.log1p(np.exp(-10 / 9)))  # L*_SCL, C = 10
     assert main(args) == 0  # cached
     assert "already stored" in capsys.readouterr().out

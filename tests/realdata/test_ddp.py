@@ -125,13 +125,31 @@ def test_hcl_parts_add_up_to_theory(setting, estimator):
 
     x1, _, y = _data()
     z = _embed(_encoder(), x1).detach()
-    full = contrastive_loss(z, y, setting=setting, beta=3.0, estimator=estimator, num_negatives=12,
-                            generator=torch.Generator().manual_seed(5))  # fmt: skip
+    full = contrastive_loss(
+        z,
+        y,
+        setting=setting,
+        beta=3.0,
+        estimator=estimator,
+        num_negatives=12,
+        generator=torch.Generator().manual_seed(5),
+    )
     parts = []
     for lo, hi in ((0, 10), (10, 24)):
         g = torch.Generator().manual_seed(5)
-        parts.append(hcl_partial_loss(z, y, torch.arange(lo, hi), setting=setting, beta=3.0, tau=1.0,
-                                      estimator=estimator, num_negatives=12, generator=g))  # fmt: skip
+        parts.append(
+            hcl_partial_loss(
+                z,
+                y,
+                torch.arange(lo, hi),
+                setting=setting,
+                beta=3.0,
+                tau=1.0,
+                estimator=estimator,
+                num_negatives=12,
+                generator=g,
+            )
+        )
     assert float(sum(parts)) == pytest.approx(float(full), rel=1e-12)
 
 
@@ -151,5 +169,13 @@ def test_two_view_parts_add_up_to_theory():
 def test_supervised_single_class_part_raises():
     z = torch.randn(6, 3, dtype=torch.float64)
     with pytest.raises(ValueError, match="empty negative set"):
-        hcl_partial_loss(z, torch.zeros(6, dtype=torch.long), torch.arange(3), setting="supervised", beta=1.0,
-                         tau=1.0, estimator="expectation", num_negatives=4)  # fmt: skip
+        hcl_partial_loss(
+            z,
+            torch.zeros(6, dtype=torch.long),
+            torch.arange(3),
+            setting="supervised",
+            beta=1.0,
+            tau=1.0,
+            estimator="expectation",
+            num_negatives=4,
+        )
