@@ -6,15 +6,24 @@ Examples::
     python -m synthetic sweep s1_scl_hscl_nc --results results/claims
     python -m synthetic sweep synthetic/grids/*.toml --results results/claims --jobs 2
     python -m synthetic sweep s3_hucl_beta --scale paper --scheduler tcp://10.0.0.5:8786
+    python -m synthetic sweep s3_hucl_beta --scale paper --cluster slurm --partition cpu --jobs 4
     python -m synthetic sweep --method SCL --beta 0 2 5 --seeds 3 --epochs 50   # quick grid
-    python -m synthetic summary results/claims/s1_scl_hscl_nc
+    python -m synthetic summary results/claims/s1_scl_hscl_nc [--csv | --markdown]
     python -m synthetic claims results/claims
+
+Exit status: 0 done; 1 some runs failed (now, or before and not retried); 2 bad arguments or a
+results folder that cannot be used (a file, read-only, locked by another sweep, an unreachable
+scheduler; one line on stderr); 130 interrupted by Ctrl-C, 143 by SIGTERM (the finished runs are
+stored: the same command resumes).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
+import warnings
 from pathlib import Path
 
 __all__ = ["build_parser", "main"]
@@ -97,13 +106,92 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=1,
         metavar="N",
-        help="local worker processes (joblib); -1 = all cores (default 1)",
+        help="local worker processes (joblib), -1 = all cores; with --cluster: SLURM jobs or local "
+        "dask workers (default 1)",
     )
     s.add_argument(
         "--scheduler",
         default=None,
         metavar="ADDRESS",
         help="dask.distributed scheduler address (e.g. tcp://host:8786): run there instead of locally",
+    )
+    s.add_argument(
+        "--connect-timeout",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="seconds to wait for the dask scheduler or cluster before giving up (default 10)",
+    )
+    s.add_argument(
+        "--wait",
+        nargs="?",
+        type=float,
+        const=-1.0,
+        default=None,
+        metavar="S",
+        help="when another sweep holds the results folder's lock, wait for it (at most S seconds if "
+        "given) instead of stopping at once",
+    )
+    s.add_argument(
+        "--retry-failed",
+        action="store_true",
+        help="also rerun the runs recorded as failed by an earlier sweep (RESULTS/<grid>/failures/); "
+        "without it they are reported and left alone",
+    )
+    cl = s.add_argument_group(
+        "cluster",
+        "Run on a dask cluster started here: --cluster slurm submits SLURM jobs through dask-jobqueue "
+        "(pip install 'hardneg-collapse[cluster]'); --cluster local starts a dask LocalCluster. "
+        "With --cluster, --jobs is the number of SLURM jobs (or local workers).",
+    )
+    cl.add_argument(
+        "--cluster",
+        choices=("slurm", "local"),
+        default=None,
+        help="start a dask cluster of this kind and run the sweep on it",
+    )
+    cl.add_argument(
+        "--partition", "--queue", dest="partition", default=None, help="SLURM partition (queue), #SBATCH -p"
+    )
+    cl.add_argument("--cores", type=int, default=1, metavar="N", help="CPU cores per SLURM job (default 1)")
+    cl.add_argument(
+        "--slurm-processes",
+        type=int,
+        default=None,
+        metavar="N",
+        help="dask worker processes per SLURM job (default: one per core)",
+    )
+    cl.add_argument("--memory", default="4GB", help="memory per SLURM job, e.g. 16GB (default 4GB)")
+    cl.add_argument(
+        "--walltime", default="01:00:00", help="time limit per SLURM job, HH:MM:SS (default 01:00:00)"
+    )
+    cl.add_argument("--account", default=None, help="SLURM account to charge, #SBATCH -A")
+    cl.add_argument(
+        "--slurm-directive",
+        dest="slurm_directives",
+        action="append",
+        default=[],
+        metavar="D",
+        help="extra #SBATCH directive, e.g. --slurm-directive=--gres=gpu:1 (repeatable)",
+    )
+    cl.add_argument(
+        "--slurm-prologue",
+        dest="slurm_prologue",
+        action="append",
+        default=[],
+        metavar="CMD",
+        help="shell line run in each job before the worker starts, e.g. 'module load python' (repeatable)",
+    )
+    cl.add_argument(
+        "--slurm-interface",
+        default=None,
+        metavar="NAME",
+        help="network interface the dask scheduler and workers use, e.g. ib0 (default: the host's default)",
+    )
+    cl.add_argument(
+        "--print-job-script",
+        action="store_true",
+        help="print the SLURM job script that --cluster slurm would submit, and exit",
     )
     s.add_argument(
         "--threads",
@@ -159,7 +247,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="always show the progress bar (default: only on a terminal)",
     )
     prog.add_argument(
-        "--no-progress", dest="progress", action="store_false", help="never show the progress bar"
+        "--no-progress",
+        dest="progress",
+        action="store_false",
+        help="never show the progress bar or progress lines",
+    )
+    s.add_argument(
+        "--progress-every",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="when stderr is not a terminal, print a progress line (runs done / total, failures, "
+        "elapsed, ETA) every S seconds (default 30)",
     )
 
     m = sub.add_parser(
@@ -170,6 +269,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     m.add_argument("dir", metavar="DIR", help="results folder (with runs/) or a parent of grid folders")
     m.add_argument("--metrics", nargs="+", default=None, metavar="M", help="metric columns to show")
+    fmt = m.add_mutually_exclusive_group()
+    fmt.add_argument(
+        "--csv", action="store_true", help="print CSV (<metric>_mean, <metric>_std columns, full precision)"
+    )
+    fmt.add_argument("--markdown", action="store_true", help="print a Markdown table with mean ± std cells")
 
     c = sub.add_parser(
         "claims",
@@ -190,21 +294,102 @@ def _quick_spec(args, overrides: dict) -> dict:
     return {"sweep": {"name": args.name or "quick", "auto_hard": True, "axes": axes}}
 
 
+def _note(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def _load_results(folder: str):
+    """``load_results`` with the left-out runs reported on stderr (instead of as a warning)."""
+    from synthetic.results import StoreWarning, load_results
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", category=StoreWarning)
+        table = load_results(folder)
+    _report_left_out(table)
+    return table
+
+
+def _report_left_out(table) -> None:
+    """Name the runs a table leaves out (incomplete / corrupt files, recorded failures) on stderr."""
+    excluded = table.attrs.get("excluded", [])
+    failed = table.attrs.get("failed", [])
+    if excluded:
+        _note(
+            f"note: {len(excluded)} incomplete or corrupt run file(s) left out (the next sweep sets "
+            "them aside and reruns them):"
+        )
+        for e in excluded:
+            _note(f"  {e}")
+    if failed:
+        _note(f"note: {len(failed)} failed run(s) left out (see their failures/<key>.json):")
+        for f in failed:
+            _note(f"  {f}")
+
+
+def _make_cluster(args):
+    """(cluster, closer) for --cluster, or (None, None)."""
+    if args.cluster is None:
+        return None, None
+    if args.jobs < 1:
+        raise ValueError(f"--jobs must be >= 1 with --cluster, got {args.jobs}")
+    if args.cluster == "local":
+        from distributed import LocalCluster
+
+        cluster = LocalCluster(
+            n_workers=args.jobs,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            host="127.0.0.1",
+        )
+        return cluster, cluster.close
+    from synthetic.backends import SlurmOptions, make_slurm_cluster
+
+    opts = SlurmOptions(
+        partition=args.partition,
+        cores=args.cores,
+        processes=args.slurm_processes,
+        memory=args.memory,
+        walltime=args.walltime,
+        jobs=args.jobs,
+        account=args.account,
+        directives=tuple(args.slurm_directives),
+        prologue=tuple(args.slurm_prologue),
+        interface=args.slurm_interface,
+    )
+    cluster = make_slurm_cluster(opts, threads=args.threads, scheduler_options={"dashboard_address": None})
+    if not args.print_job_script:
+        cluster.scale(jobs=opts.jobs)
+    return cluster, cluster.close
+
+
 def _sweep(args) -> int:
-    from synthetic.grids import load_grid
+    from synthetic.grids import check_fields, load_grid
+    from synthetic.progress import SweepProgress
     from synthetic.sweep import run_sweep
 
     if args.epochs is not None and args.epochs < 0:
         raise ValueError(f"--epochs must be >= 0, got {args.epochs}")
     if args.seeds is not None and args.seeds < 1:
         raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
+    if args.progress_every < 0:
+        raise ValueError(f"--progress-every must be >= 0 seconds, got {args.progress_every}")
+    if args.cluster is not None and args.scheduler is not None:
+        raise ValueError("give --scheduler or --cluster, not both")
+    if args.print_job_script and args.cluster != "slurm":
+        raise ValueError("--print-job-script needs --cluster slurm")
+    results = Path(args.results)
+    if results.exists() and not results.is_dir():
+        raise ValueError(f"--results {results} is a file, not a folder")
     scale = "quick" if args.quick else args.scale
     overrides: dict = {}
     for _flag, field, _t, _h in _GRID_FLAGS:
         v = getattr(args, f"grid_{field}")
         if v is not None:
             overrides[field] = v if len(v) > 1 else v[0]
-    overrides.update(_parse_set(args.set_fields))
+    set_fields = _parse_set(args.set_fields)
+    check_fields(list(set_fields), "--set")
+    overrides.update(set_fields)
     if args.epochs is not None:
         overrides["epochs"] = args.epochs
     if args.seeds is not None:
@@ -217,31 +402,54 @@ def _sweep(args) -> int:
         # the flags build the grid; like with a grid file they are also applied after the scale,
         # so --quick does not replace --epochs / --seeds / --set values
         grids = [load_grid(_quick_spec(args, overrides), scale=scale, overrides=overrides)]
+    cluster, close_cluster = _make_cluster(args)
+    if args.print_job_script:
+        try:
+            print(cluster.job_script())
+        finally:
+            close_cluster()
+        return 0
+    mode = None if args.progress is None else ("bar" if args.progress else "off")
+    bar = SweepProgress(sum(len(g) for g in grids), mode=mode, interval=args.progress_every)
     rc = 0
-    for g in grids:
-        folder = Path(args.results) / (g.name if scale == "default" else f"{g.name}-{scale}")
-        print(f"grid {g.name} ({g.source}, scale {scale}): {len(g)} runs -> {folder}", flush=True)
-        summary = run_sweep(
-            g,
-            folder,
-            n_jobs=args.jobs,
-            scheduler=args.scheduler,
-            stack=not args.no_stack,
-            progress=args.progress,
-            threads=args.threads,
-        )
-        print(summary.format(), flush=True)
-        if not summary.ok:
-            rc = 1
+    try:
+        for g in grids:
+            folder = results / (g.name if scale == "default" else f"{g.name}-{scale}")
+            print(f"grid {g.name} ({g.source}, scale {scale}): {len(g)} runs -> {folder}", flush=True)
+            summary = run_sweep(
+                g,
+                folder,
+                n_jobs=1 if cluster is not None else args.jobs,
+                scheduler=args.scheduler,
+                cluster=cluster,
+                connect_timeout=args.connect_timeout,
+                stack=not args.no_stack,
+                progress=bar,
+                threads=args.threads,
+                retry_failed=args.retry_failed,
+                wait=False if args.wait is None else (True if args.wait < 0 else args.wait),
+            )
+            print(summary.format(), flush=True)
+            if not summary.ok:
+                rc = 1
+    finally:
+        bar.close()
+        if close_cluster is not None:
+            close_cluster()
     return rc
 
 
 def _summary(args) -> int:
-    from synthetic.results import load_results
-    from synthetic.summary import format_summary, summarize
+    from synthetic.summary import format_summary, format_summary_csv, format_summary_markdown, summarize
 
-    table = load_results(args.dir)
-    print(format_summary(summarize(table, metrics=args.metrics)))
+    table = _load_results(args.dir)
+    summary = summarize(table, metrics=args.metrics)
+    if args.csv:
+        sys.stdout.write(format_summary_csv(summary))
+    elif args.markdown:
+        print(format_summary_markdown(summary))
+    else:
+        print(format_summary(summary))
     return 0
 
 
@@ -249,9 +457,9 @@ def _claims(args) -> int:
     import pandas as pd
 
     from synthetic.claims import CLAIMS, claim_details, evaluate_claims
-    from synthetic.results import atomic_write_text, load_results
+    from synthetic.results import atomic_write_text
 
-    table = load_results(args.dir)
+    table = _load_results(args.dir)
     verdicts = evaluate_claims(table)
     for _, r in verdicts.iterrows():
         # a scaled grid folder (e.g. s3_hucl_beta-paper) is judged apart and named
@@ -259,6 +467,9 @@ def _claims(args) -> int:
         print(
             f"{r['claim']}{where}: {r['verdict'].upper()}  ({r['n_runs']} runs)\n  {r['statement']}\n  {r['measured']}\n"
         )
+    left_out = len(table.attrs.get("excluded", [])) + len(table.attrs.get("failed", []))
+    if left_out:
+        print(f"({left_out} run(s) left out as incomplete, corrupt or failed: listed on stderr)\n")
     if args.details:
         details = claim_details(table)
         with pd.option_context("display.max_columns", None, "display.width", 250, "display.max_rows", None):
@@ -279,14 +490,54 @@ def _grids(args) -> int:
     return 0
 
 
+def _on_sigterm(signum, frame) -> None:
+    from synthetic.errors import TerminationRequested
+
+    raise TerminationRequested()
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point; returns the exit status (0 ok, 1 some runs failed, 2 bad arguments)."""
+    """Entry point; returns the exit status (see the module docstring)."""
+    from synthetic.errors import StoreError, SweepInterrupted
+
     parser = build_parser()
     args = parser.parse_args(argv)
+    command = {"sweep": _sweep, "summary": _summary, "claims": _claims, "grids": _grids}[args.command]
+    old_term = None
+    if args.command == "sweep":
+        try:
+            old_term = signal.signal(signal.SIGTERM, _on_sigterm)
+        except ValueError:  # not the main thread (e.g. called from a test runner thread)
+            old_term = None
     try:
-        return {"sweep": _sweep, "summary": _summary, "claims": _claims, "grids": _grids}[args.command](args)
-    except (ValueError, FileNotFoundError) as exc:
-        parser.exit(2, f"error: {exc}\n")
+        return command(args)
+    except SweepInterrupted as exc:
+        _note(
+            f"interrupted ({exc.signal_name}): {exc.stored} of {exc.total} runs stored in {exc.folder}; "
+            "run the same command again to resume"
+        )
+        return 143 if exc.signal_name == "SIGTERM" else 130
+    except KeyboardInterrupt:
+        _note("interrupted; nothing half-written is left behind (run the same command again to resume)")
+        return 130
+    except BrokenPipeError:
+        # the reader of our output went away (e.g. `| head`): stop quietly
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except OSError:
+            pass
+        return 2
+    except (StoreError, ValueError, OSError, ImportError) as exc:
+        parser.exit(2, f"error: {_one_line(exc)}\n")
+    finally:
+        if old_term is not None:
+            signal.signal(signal.SIGTERM, old_term)
+    return 0
 
 
 if __name__ == "__main__":

@@ -19,8 +19,6 @@ synthetic-only choices (positives, encoders, centres, dtypes).
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import math
 from dataclasses import dataclass, fields
 from typing import Any
@@ -318,8 +316,9 @@ class RunConfig:
         :meth:`identity_dict`); a results table still records the config's own values
         (:meth:`to_dict`), so a sweep that deduplicates by key keeps the first such config.
         """
-        blob = json.dumps(self.identity_dict(), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha1(blob.encode("utf-8")).hexdigest()[:16]
+        from synthetic.layout import run_key  # canonical values (-0.0 == 0.0), then sha1
+
+        return run_key(self.identity_dict())
 
     def replace(self, **changes: Any) -> RunConfig:
         """A copy with ``changes`` applied (validated again). Unknown names raise ValueError."""

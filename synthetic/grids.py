@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import difflib
 import itertools
 import os
 from collections.abc import Mapping
@@ -59,6 +60,9 @@ __all__ = [
     "parse_grid",
     "apply_scale",
     "expand_grid",
+    "did_you_mean",
+    "config_fields",
+    "check_fields",
 ]
 
 #: Folder of the grid files shipped with the package.
@@ -74,6 +78,41 @@ def _default_config_cls():
     from synthetic.config import RunConfig
 
     return RunConfig
+
+
+def did_you_mean(name: str, options) -> str:
+    """`` (did you mean 'x'?)`` for the closest of ``options`` to ``name`` (difflib), else ``""``."""
+    close = difflib.get_close_matches(str(name), [str(o) for o in options], n=2, cutoff=0.6)
+    if not close:
+        return ""
+    return " (did you mean " + " or ".join(repr(c) for c in close) + "?)"
+
+
+def config_fields(config_cls: Any = None) -> list[str] | None:
+    """The field names of the config class (default ``RunConfig``); None if it is not a dataclass."""
+    cls = config_cls or _default_config_cls()
+    return [f.name for f in dataclasses.fields(cls)] if dataclasses.is_dataclass(cls) else None
+
+
+def check_fields(names, where: str, config_cls: Any = None) -> None:
+    """Raise ValueError for names that are not config fields, with a "did you mean" for each.
+
+    Args:
+        names: field names to check.
+        where: where they come from, for the message (``"grid g.toml, group 0"``, ``"--set"``).
+        config_cls: the config class (default ``RunConfig``).
+    """
+    fields = config_fields(config_cls)
+    if fields is None:
+        return
+    unknown = [n for n in names if n not in fields]
+    if unknown:
+        hints = [did_you_mean(n, fields) for n in unknown]
+        parts = [f"{n!r}{h}" for n, h in zip(unknown, hints, strict=True)]
+        known = "" if all(hints) else f"; known fields: {', '.join(fields)}"
+        raise ValueError(
+            f"{where}: unknown config field{'s' if len(unknown) > 1 else ''} {', '.join(parts)}{known}"
+        )
 
 
 def _as_list(value: Any, where: str) -> list:
@@ -105,12 +144,16 @@ def parse_grid(spec: Mapping, *, source: str = "<grid>") -> dict:
         raise ValueError(f"grid {source} must be a mapping, got {type(spec).__name__}")
     unknown = set(spec) - {"sweep", "scale"}
     if unknown:
-        raise ValueError(f"grid {source}: unknown top-level tables {sorted(unknown)}")
+        hints = "".join(did_you_mean(u, ("sweep", "scale")) for u in sorted(unknown))
+        raise ValueError(
+            f"grid {source}: unknown top-level tables {sorted(unknown)}{hints}; expected [sweep], [scale.NAME]"
+        )
     sweep = _check_table(spec.get("sweep"), f"grid {source}: [sweep]")
     bad = set(sweep) - _SWEEP_KEYS
     if bad:
+        hints = "".join(did_you_mean(b, _SWEEP_KEYS) for b in sorted(bad))
         raise ValueError(
-            f"grid {source}: unknown keys {sorted(bad)} in [sweep]; expected {sorted(_SWEEP_KEYS)}"
+            f"grid {source}: unknown keys {sorted(bad)} in [sweep]{hints}; expected {sorted(_SWEEP_KEYS)}"
             " (config fields go into [sweep.base], [sweep.axes] or [[sweep.group]])"
         )
     name = sweep.get("name", Path(source).stem if source != "<grid>" else "sweep")
@@ -142,7 +185,10 @@ def parse_grid(spec: Mapping, *, source: str = "<grid>") -> dict:
         sc = _check_table(sc, f"grid {source}: [scale.{sname}]")
         bad = set(sc) - _SCALE_KEYS
         if bad:
-            raise ValueError(f"grid {source}: unknown keys {sorted(bad)} in [scale.{sname}]")
+            hints = "".join(did_you_mean(b, _SCALE_KEYS) for b in sorted(bad))
+            raise ValueError(
+                f"grid {source}: unknown keys {sorted(bad)} in [scale.{sname}]{hints}; expected {sorted(_SCALE_KEYS)}"
+            )
         out["scales"][sname] = copy.deepcopy(sc)
     _check_disjoint(out, source)
     return out
@@ -178,7 +224,9 @@ def apply_scale(spec: dict, scale: str = "default", *, source: str = "<grid>") -
             sc["axes"]["seed"] = out["axes"]["seed"][:1]
     else:
         known = ["default", "quick", *sorted(spec["scales"])]
-        raise ValueError(f"scale {scale!r} is not defined in grid {source}; known: {known}")
+        raise ValueError(
+            f"scale {scale!r} is not defined in grid {source}{did_you_mean(scale, known)}; known: {known}"
+        )
     for k, v in sc.get("base", {}).items():
         _drop_field(out, k)
         out["base"][k] = v
@@ -256,13 +304,9 @@ def expand_grid(spec: dict, *, config_cls: Any = None, source: str = "<grid>") -
                     d["method"] = _HARD.get(d["method"], d["method"])
                 elif isinstance(beta, (int, float)) and beta == 0:
                     d["method"] = _EASY.get(d["method"], d["method"])
-            if fields is not None:
-                unknown = set(d) - fields
-                if unknown:
-                    raise ValueError(
-                        f"grid {source}: unknown config fields {sorted(unknown)} "
-                        f"(group {gi}); known fields: {sorted(fields)}"
-                    )
+            if fields is not None and set(d) - fields:
+                where = f"grid {source}" + (f", group {gi}" if spec["groups"] else "")
+                check_fields(sorted(set(d) - fields), where, cls)
             try:
                 cfg = cls.from_dict(d)
             except (TypeError, ValueError) as exc:
@@ -323,7 +367,8 @@ def load_grid(
             path = grid_files()[str(grid)]
         if not path.is_file():
             raise ValueError(
-                f"grid {str(grid)!r} is neither a TOML file nor a shipped grid ({sorted(grid_files())})"
+                f"grid {str(grid)!r} is neither a TOML file nor a shipped grid"
+                f"{did_you_mean(path.stem, grid_files())} ({sorted(grid_files())})"
             )
         source = str(path)
         try:
@@ -334,6 +379,8 @@ def load_grid(
         raise ValueError(f"grid must be a path, a shipped grid name or a mapping, got {grid!r}")
     if overrides is not None and not isinstance(overrides, Mapping):
         raise ValueError(f"overrides must be a mapping, got {overrides!r}")
+    if overrides:
+        check_fields(list(overrides), "overrides", config_cls)
     spec = parse_grid(raw, source=source)
     spec = _override(apply_scale(spec, scale, source=source), overrides)
     configs = expand_grid(spec, config_cls=config_cls, source=source)

@@ -10,7 +10,14 @@ import pandas as pd
 
 from synthetic.results import GRID, config_columns, final_epoch
 
-__all__ = ["SUMMARY_METRICS", "summarize", "format_summary", "format_mean_std"]
+__all__ = [
+    "SUMMARY_METRICS",
+    "summarize",
+    "format_summary",
+    "format_summary_csv",
+    "format_summary_markdown",
+    "format_mean_std",
+]
 
 #: Final-epoch metrics shown by :func:`summarize` when present in the table (in this order).
 SUMMARY_METRICS = (
@@ -84,12 +91,12 @@ def format_mean_std(mean: float, std: float) -> str:
     return f"{mean:.4g} ± {std:.2g}"
 
 
-def format_summary(summary: pd.DataFrame) -> str:
-    """Render :func:`summarize` output as text with ``mean ± std`` cells."""
+def _check_summary(summary: pd.DataFrame) -> None:
     if not isinstance(summary, pd.DataFrame):
         raise ValueError(f"summary must be a DataFrame, got {type(summary).__name__}")
-    if len(summary) == 0:
-        return "(no finished runs)"
+
+
+def _mean_std_cells(summary: pd.DataFrame) -> pd.DataFrame:
     metric_names = [c[: -len("_mean")] for c in summary.columns if c.endswith("_mean")]
     keep = [c for c in summary.columns if not c.endswith("_mean") and not c.endswith("_std")]
     shown = summary[keep].copy()
@@ -97,5 +104,45 @@ def format_summary(summary: pd.DataFrame) -> str:
         shown[m] = [
             format_mean_std(a, b) for a, b in zip(summary[f"{m}_mean"], summary[f"{m}_std"], strict=True)
         ]
+    return shown
+
+
+def format_summary(summary: pd.DataFrame) -> str:
+    """Render :func:`summarize` output as text with ``mean ± std`` cells."""
+    _check_summary(summary)
+    if len(summary) == 0:
+        return "(no finished runs)"
     with pd.option_context("display.max_columns", None, "display.width", 250, "display.max_rows", None):
-        return shown.to_string(index=False)
+        return _mean_std_cells(summary).to_string(index=False)
+
+
+def format_summary_csv(summary: pd.DataFrame) -> str:
+    """:func:`summarize` output as CSV, full precision (``<metric>_mean`` / ``<metric>_std`` columns).
+
+    One row per config; an empty string for no runs.
+    """
+    _check_summary(summary)
+    return summary.to_csv(index=False, lineterminator="\n")
+
+
+def _md_cell(value: object) -> str:
+    if isinstance(value, float) and value != value:
+        return ""
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def format_summary_markdown(summary: pd.DataFrame) -> str:
+    """:func:`summarize` output as a Markdown (GitHub) table with ``mean ± std`` cells."""
+    _check_summary(summary)
+    if len(summary) == 0:
+        return "(no finished runs)"
+    shown = _mean_std_cells(summary)
+    cols = list(shown.columns)
+    numeric = [pd.api.types.is_numeric_dtype(shown[c]) for c in cols]
+    lines = [
+        "| " + " | ".join(_md_cell(c) for c in cols) + " |",
+        "|" + "|".join("---:" if n else ":---" for n in numeric) + "|",
+    ]
+    for row in shown.itertuples(index=False):
+        lines.append("| " + " | ".join(_md_cell(v) for v in row) + " |")
+    return "\n".join(lines)

@@ -1,40 +1,58 @@
 """Sweep execution: resumable, parallel runs of a grid, each stored atomically as it finishes.
 
-:func:`run_sweep`: finished runs (a file ``runs/<key>.csv`` in the results folder)
-are skipped; the rest run on local processes (joblib) or on a dask.distributed cluster
-(``scheduler=ADDRESS``). Each finished run is sent back to this process and stored atomically as
-soon as it completes, so a SIGKILL loses at most the runs in flight; restarting the same command
-finishes the sweep, and the final ``table.csv`` is byte-identical to the one of an uninterrupted
-sweep (runs are deterministic given their config, the table is sorted by config and epoch).
+:func:`run_sweep` trains every run of a grid that is not stored yet, on local processes (joblib),
+a dask cluster (``scheduler=ADDRESS``), or any dask cluster object (``cluster=``, e.g. a SLURM
+cluster from :func:`synthetic.backends.make_slurm_cluster`), and stores each finished run in the
+calling process as soon as it comes back. Guarantees:
 
-Grids come from :mod:`synthetic.grids`, the store and the table layout from
-:mod:`synthetic.results`, the seed-aggregated summary from :mod:`synthetic.summary`.
+* **Resumable.** A SIGKILL loses at most the runs in flight; restarting the same command
+  finishes the sweep, and the final ``table.csv`` is byte-identical to the one of an
+  uninterrupted sweep (runs are deterministic given their config, the table is sorted).
+* **Complete or absent.** A run counts as stored only when its file matches its completion
+  record (:mod:`synthetic.store`). Incomplete, corrupt and foreign run files are named, moved to
+  ``quarantine/`` and rerun; ``table.csv`` is rebuilt whenever a run file changed.
+* **Failures are failures.** A run that raises (the engine raises
+  :class:`synthetic.errors.NonFiniteRun` when it diverges) gets a failure record in
+  ``failures/<key>.json``, is counted in the summary, never enters the table, and makes
+  :attr:`SweepSummary.ok` false. Later sweeps do not retry it unless ``retry_failed=True``.
+* **One writer.** The folder is locked for the sweep (:mod:`synthetic.locking`); a second sweep
+  waits (``wait=True``) or stops with :class:`synthetic.errors.StoreLocked` naming the holder.
+* **Nothing lost.** The folder's writability is checked before anything is trained; should a
+  write still fail, the finished run is saved in a rescue folder named in the error. Ctrl-C or
+  SIGTERM stops the workers and raises :class:`synthetic.errors.SweepInterrupted` (how many runs
+  are stored); local workers never outlive the sweep (:mod:`synthetic.backends`).
+
+Grids come from :mod:`synthetic.grids`, the store from :mod:`synthetic.results`, the
+seed-aggregated summary from :mod:`synthetic.summary`, the progress display from
+:mod:`synthetic.progress`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-import sys
+import tempfile
 import time
-import traceback
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from synthetic.grids import Grid, load_grid
-from synthetic.results import (
-    RUN_KEY,
-    RUNS_SUBDIR,
-    finished_keys,
-    load_table,
-    remove_temp_files,
-    write_run,
+from synthetic import results as store
+from synthetic.backends import dask_results, local_results
+from synthetic.errors import (
+    StoreError,
+    StoreNotWritable,
+    SweepInterrupted,
+    TerminationRequested,
 )
-from synthetic.results import write_table as _write_table  # run_sweep has a write_table flag
+from synthetic.failures import failure_line
+from synthetic.grids import Grid, load_grid
+from synthetic.locking import SweepLock, describe_holder
+from synthetic.progress import SweepProgress
 from synthetic.summary import format_summary, summarize
+from synthetic.tasks import execute_task, expected_of
 
 __all__ = ["SweepSummary", "run_sweep"]
 
@@ -45,9 +63,15 @@ class SweepSummary:
 
     Attributes:
         n_runs: configs in the sweep; n_skipped: already stored; n_done: run and stored now;
-        failures: ``{run_key: traceback}`` of runs that raised; seconds: wall time;
-        results_dir, table_path: where the results are; table: the sweep's rows (all its
-        stored runs); summary: :func:`summarize` of the table.
+        failures: ``{run_key: failure info}`` of the runs that failed now (``reason``,
+        ``exception``, ``epoch``, ``traceback``; also in ``failures/<key>.json``);
+        failed_before: ``{run_key: failure record}`` of runs that failed in an earlier sweep and
+        were not retried (``retry_failed=False``); quarantined: ``"<path>: <reason>"`` of the
+        run files set aside; adopted: run files of an older store given a completion record;
+        stale_lock: the holder record of a dead sweep whose lock was taken over; seconds: wall
+        time; results_dir, table_path: where the results are; table: the sweep's rows (all its
+        stored runs); summary: :func:`summarize` of the table; read_only: the folder could not
+        be written (nothing needed writing).
     """
 
     n_runs: int
@@ -59,22 +83,49 @@ class SweepSummary:
     table_path: Path | None
     table: pd.DataFrame = dataclasses.field(repr=False)
     summary: pd.DataFrame = dataclasses.field(repr=False)
+    failed_before: dict = dataclasses.field(default_factory=dict)
+    quarantined: list = dataclasses.field(default_factory=list)
+    adopted: int = 0
+    stale_lock: dict | None = None
+    read_only: bool = False
 
     @property
     def ok(self) -> bool:
-        """True when every run of the sweep is stored."""
-        return not self.failures and self.n_skipped + self.n_done == self.n_runs
+        """True when every run of the sweep is stored (none failed, now or before)."""
+        return not self.failures and not self.failed_before and self.n_skipped + self.n_done == self.n_runs
 
     def format(self) -> str:
-        """Human-readable report: counts, time, and the seed-aggregated final metrics."""
-        lines = [
+        """Human-readable report: counts, time, what was set aside, failures, the final metrics."""
+        counts = (
             f"sweep: {self.n_runs} runs, {self.n_skipped} already stored, {self.n_done} run now,"
-            f" {len(self.failures)} failed, {self.seconds:.1f} s",
-            f"results: {self.results_dir}" + (f"  table: {self.table_path}" if self.table_path else ""),
-        ]
-        for k, tb in self.failures.items():
-            last = tb.strip().splitlines()[-1] if tb.strip() else ""
-            lines.append(f"FAILED {k}: {last}")
+            f" {len(self.failures)} failed"
+        )
+        if self.failed_before:
+            counts += f", {len(self.failed_before)} failed before (not retried: --retry-failed)"
+        lines = [counts + f", {self.seconds:.1f} s"]
+        if self.stale_lock:
+            lines.append(
+                f"lock: taken over from a sweep that ended without releasing it ({describe_holder(self.stale_lock)})"
+            )
+        if self.quarantined:
+            lines.append(
+                f"set aside {len(self.quarantined)} incomplete, corrupt or foreign run file(s) in "
+                f"{self.results_dir / store.QUARANTINE_SUBDIR}; the grid's runs among them were trained again:"
+            )
+            lines.extend(f"  {q}" for q in self.quarantined)
+        if self.adopted:
+            lines.append(f"gave {self.adopted} run file(s) of an older store a completion record")
+        lines.append(
+            f"results: {self.results_dir}"
+            + (f"  table: {self.table_path}" if self.table_path else "")
+            + ("  (read-only folder: nothing written)" if self.read_only else "")
+        )
+        for k, info in self.failures.items():
+            lines.append(f"FAILED {failure_line(k, info)}")
+        for k, info in self.failed_before.items():
+            lines.append(f"FAILED BEFORE {failure_line(k, info)}")
+        if self.failures or self.failed_before:
+            lines.append(f"failure records: {self.results_dir / store.FAILURES_SUBDIR}")
         if len(self.summary):
             lines.append("final epoch, mean ± std over seeds:")
             lines.append(format_summary(self.summary))
@@ -84,6 +135,11 @@ class SweepSummary:
         return self.format()
 
 
+# --------------------------------------------------------------------------------------------
+# The engine (synthetic.train / synthetic.stacked): the one hand-off point
+# --------------------------------------------------------------------------------------------
+
+
 def _default_runner():
     from synthetic.train import train_run
 
@@ -91,73 +147,16 @@ def _default_runner():
 
 
 def _find_stacking():
-    """(group_fn, stacked_fn) of synthetic.stacked; import errors propagate."""
+    """The engine's plan: ``(group_fn, stacked_fn)`` of :mod:`synthetic.stacked`.
+
+    ``group_fn(configs) -> list[list[config]]`` partitions the whole grid into tasks (a task of
+    one config is trained alone by the single-run trainer, a longer one by ``stacked_fn(configs)
+    -> list[frame]``); this is the only place the sweep learns how the engine groups runs.
+    Import errors propagate.
+    """
     from synthetic.stacked import stack_groups, train_stacked
 
     return stack_groups, train_stacked
-
-
-def _execute(
-    task: list, runner: Callable | None, stacked_runner: Callable | None, threads: int | None = 1
-) -> list:
-    """Run one task (a list of configs); return ``[(key, frame or None, error or None)]``.
-
-    Runs in a worker (joblib process or dask worker); never raises so that one failing run does
-    not abort the others. ``threads`` fixes torch's intra-op thread count during the task (then
-    restores it): results are bit-identical only at equal thread counts, so a sweep gives the
-    same numbers whatever ``n_jobs`` or cluster it runs on.
-    """
-    keys = [c.key() for c in task]
-    old_threads = None
-    if threads is not None:
-        import torch
-
-        old_threads = torch.get_num_threads()
-        torch.set_num_threads(threads)
-    try:
-        return _execute_inner(task, keys, runner, stacked_runner)
-    finally:
-        if old_threads is not None:
-            torch.set_num_threads(old_threads)
-
-
-def _check_frame(k: str, f: Any) -> None:
-    if not isinstance(f, pd.DataFrame):
-        raise RuntimeError(f"runner returned {type(f).__name__}, not a DataFrame, for run {k}")
-    if RUN_KEY not in f.columns or set(f[RUN_KEY].astype(str)) != {k}:
-        raise RuntimeError(f"runner frame for run {k} must carry run_key == {k}")
-
-
-def _run_single(config: Any, k: str, runner: Callable | None, note: str = "") -> tuple:
-    try:
-        fn = runner or _default_runner()
-        f = fn(config)
-        _check_frame(k, f)
-        return (k, f, None)
-    except Exception:
-        return (k, None, note + traceback.format_exc())
-
-
-def _execute_inner(task: list, keys: list, runner: Callable | None, stacked_runner: Callable | None) -> list:
-    """Train a task; a failing stack falls back to training each member alone.
-
-    A stack of several configs that raises (or returns bad frames) is retried member by member
-    with the single runner, so one failing run does not fail its whole stack (on every retry);
-    only the members that fail alone are reported, with the stack's error noted.
-    """
-    note = ""
-    if len(task) > 1 and stacked_runner is not None:
-        try:
-            frames = list(stacked_runner(list(task)))
-            if len(frames) != len(task):
-                raise RuntimeError(f"stacked runner returned {len(frames)} frames for {len(task)} configs")
-            for k, f in zip(keys, frames, strict=True):
-                _check_frame(k, f)
-            return [(k, f, None) for k, f in zip(keys, frames, strict=True)]
-        except Exception:
-            last = traceback.format_exc().strip().splitlines()[-1]
-            note = f"(stacked training of {len(task)} runs failed: {last}; this run then failed alone)\n"
-    return [_run_single(c, k, runner, note) for c, k in zip(task, keys, strict=True)]
 
 
 def _make_tasks(pending: list, all_configs: list, stack: bool, group_fn: Callable | None) -> list:
@@ -195,121 +194,295 @@ def _resolve_configs(grid: Any, config_cls: Any) -> tuple[list, str]:
     raise ValueError(f"grid_or_configs must be a Grid, a TOML path, a mapping or configs, got {grid!r}")
 
 
-def run_sweep(
-    grid_or_configs: Any,
-    results_dir: str | os.PathLike,
-    *,
-    n_jobs: int = 1,
-    scheduler: Any = None,
-    stack: bool = False,
-    progress: bool | None = None,
-    runner: Callable | None = None,
-    stacked_runner: Callable | None = None,
-    group_fn: Callable | None = None,
-    write_table: bool = True,
-    config_cls: Any = None,
-    threads: int | None = 1,
-) -> SweepSummary:
-    """Run every not-yet-stored run of a sweep and store each one atomically as it finishes.
-
-    Args:
-        grid_or_configs: a :class:`Grid`, a grid TOML path / shipped name / mapping (default
-            scale), or an iterable of run configs.
-        results_dir: the results folder (``runs/<key>.csv`` per run, ``table.csv``).
-        n_jobs: local worker processes (joblib; 1 runs in this process, -1 all cores).
-            Ignored when ``scheduler`` is given.
-        scheduler: a dask.distributed scheduler address (``"tcp://host:8786"``) or a
-            ``distributed.Client``; runs then execute on that cluster and come back here to be
-            stored (no shared file system needed).
-        stack: train groups of stackable configs in one tensor program
-            (``synthetic.stacked``), grouped over the whole grid so resuming trains the same
-            groups. A stack that fails is retried run by run with ``runner``.
-        progress: tqdm bar with ETA; default: only when stderr is a terminal.
-        runner: ``config -> DataFrame`` (default ``synthetic.train.train_run``); must be
-            picklable (a module-level function) for processes and dask.
-        stacked_runner: overrides the stacked trainer (``list[config] -> list[frame]``).
-        group_fn: overrides the stacking groups (``list[config] -> list[list[config]]``).
-        write_table: write ``table.csv`` (all runs stored in the folder) at the end.
-        config_cls: see :func:`synthetic.grids.expand_grid` (only used for a path or mapping).
-        threads: torch threads per run (default 1, the same in every worker so that the numbers
-            do not depend on ``n_jobs``); None leaves the worker's setting alone.
-
-    Returns:
-        A :class:`SweepSummary`. Failed runs are reported there (and not stored); they are
-        retried by the next call.
-    """
+def _check_args(n_jobs, runner, threads, progress, connect_timeout) -> None:
     if not isinstance(n_jobs, int) or isinstance(n_jobs, bool) or n_jobs == 0 or n_jobs < -1:
         raise ValueError(f"n_jobs must be a positive int or -1, got {n_jobs!r}")
     if runner is not None and not callable(runner):
         raise ValueError(f"runner must be callable, got {runner!r}")
     if threads is not None and (not isinstance(threads, int) or isinstance(threads, bool) or threads < 1):
         raise ValueError(f"threads must be a positive int or None, got {threads!r}")
-    if progress is not None and not isinstance(progress, bool):
-        raise ValueError(f"progress must be True, False or None, got {progress!r}")
+    if progress is not None and not isinstance(progress, (bool, SweepProgress)):
+        raise ValueError(f"progress must be True, False, None or a SweepProgress, got {progress!r}")
+    if not isinstance(connect_timeout, (int, float)) or not connect_timeout > 0:
+        raise ValueError(f"connect_timeout must be a positive number of seconds, got {connect_timeout!r}")
+
+
+def _rescue(
+    frame: pd.DataFrame, key: str, expected: list[int] | None, folder: Path, exc: OSError
+) -> StoreError:
+    """Save a finished run that could not be written to ``folder`` elsewhere; the error to raise."""
+    why = exc.strerror or str(exc)
+    try:
+        spare = Path(tempfile.mkdtemp(prefix="synthetic-unsaved-"))
+        store.write_run(spare, frame, key=key, expected=expected)
+    except OSError:
+        return StoreNotWritable(f"cannot write run {key} to {folder} ({why}), nor to a rescue folder")
+    return StoreNotWritable(
+        f"cannot write run {key} to {folder} ({why}); it is saved in {spare}: copy "
+        f"{spare / store.RUNS_SUBDIR}/* into {folder / store.RUNS_SUBDIR}/ and run the same command again"
+    )
+
+
+def run_sweep(
+    grid_or_configs: Any,
+    results_dir: str | os.PathLike,
+    *,
+    n_jobs: int = 1,
+    scheduler: Any = None,
+    cluster: Any = None,
+    connect_timeout: float = 10.0,
+    stack: bool = False,
+    progress: bool | SweepProgress | None = None,
+    runner: Callable | None = None,
+    stacked_runner: Callable | None = None,
+    group_fn: Callable | None = None,
+    write_table: bool = True,
+    config_cls: Any = None,
+    threads: int | None = 1,
+    retry_failed: bool = False,
+    wait: bool | float = False,
+) -> SweepSummary:
+    """Run every not-yet-stored run of a sweep and store each one atomically as it finishes.
+
+    Args:
+        grid_or_configs: a :class:`Grid`, a grid TOML path / shipped name / mapping (default
+            scale), or an iterable of run configs.
+        results_dir: the results folder (``runs/<key>.csv`` per run, ``table.csv``; see
+            :mod:`synthetic.folders`).
+        n_jobs: local worker processes (joblib; 1 runs in this process, -1 all cores).
+            Ignored with ``scheduler`` or ``cluster``.
+        scheduler: a dask.distributed scheduler address (``"tcp://host:8786"``) or a
+            ``distributed.Client``; runs then execute on that cluster and come back here to be
+            stored (no shared file system needed).
+        cluster: a dask cluster object (``distributed.LocalCluster``,
+            ``dask_jobqueue.SLURMCluster``, ...), used through the same code path as
+            ``scheduler``; the caller scales and closes it.
+        connect_timeout: seconds to wait for the scheduler before
+            :class:`synthetic.errors.SchedulerUnreachable`.
+        stack: train groups of stackable configs in one tensor program
+            (``synthetic.stacked``), grouped over the whole grid so resuming trains the same
+            groups. A stack that fails is retried run by run with ``runner``.
+        progress: a :class:`synthetic.progress.SweepProgress` shared by several sweeps; True:
+            always a bar; False: nothing; None: a bar on a terminal, else periodic lines.
+        runner: ``config -> DataFrame`` (default ``synthetic.train.train_run``); must be
+            picklable (a module-level function) for processes and dask.
+        stacked_runner: overrides the stacked trainer (``list[config] -> list[frame]``).
+        group_fn: overrides the stacking groups (``list[config] -> list[list[config]]``).
+        write_table: write ``table.csv`` (all runs stored in the folder) when it is not current.
+        config_cls: see :func:`synthetic.grids.expand_grid` (only used for a path or mapping).
+        threads: torch threads per run (default 1, the same in every worker so that the numbers
+            do not depend on ``n_jobs``); None leaves the worker's setting alone.
+        retry_failed: also rerun the runs that have a failure record from an earlier sweep
+            (default: report them and leave them alone: a diverging run diverges again).
+        wait: when another sweep holds the folder's lock: False stops at once
+            (:class:`synthetic.errors.StoreLocked`), True waits, a number waits that many seconds.
+
+    Returns:
+        A :class:`SweepSummary`; failed runs are reported there and in ``failures/``.
+
+    Raises:
+        StoreError: the folder is a file, is locked, or cannot be written while runs need
+            training (nothing is trained then); SchedulerUnreachable: no scheduler;
+            SweepInterrupted: Ctrl-C / SIGTERM (the finished runs are stored).
+    """
+    _check_args(n_jobs, runner, threads, progress, connect_timeout)
     t0 = time.perf_counter()
     configs, _ = _resolve_configs(grid_or_configs, config_cls)
-    results = Path(results_dir)
     if str(results_dir) == "":
         raise ValueError("results_dir must be a non-empty path")
-    (results / RUNS_SUBDIR).mkdir(parents=True, exist_ok=True)
-    remove_temp_files(results)
+    results = Path(results_dir)
+    if results.exists() and not results.is_dir():
+        raise StoreError(f"results folder {results} is a file, not a folder")
 
-    done = finished_keys(results)
+    unwritable: StoreNotWritable | None = None
+    try:
+        store.check_writable(results)
+    except StoreNotWritable as exc:
+        unwritable = exc
+    own_progress = not isinstance(progress, SweepProgress)
+    if isinstance(progress, SweepProgress):
+        bar = progress
+    else:
+        mode = None if progress is None else ("bar" if progress else "off")
+        bar = SweepProgress(len(configs), mode=mode)
+    lock = SweepLock(results, wait=wait, on_wait=lambda m: print(m, file=bar.stream, flush=True))
+    try:
+        if unwritable is None:
+            lock.acquire()
+        return _sweep_locked(
+            configs,
+            results,
+            bar,
+            lock,
+            unwritable,
+            t0,
+            dict(
+                n_jobs=n_jobs,
+                scheduler=scheduler,
+                cluster=cluster,
+                connect_timeout=connect_timeout,
+                stack=stack,
+                runner=runner,
+                stacked_runner=stacked_runner,
+                group_fn=group_fn,
+                write_table=write_table,
+                threads=threads,
+                retry_failed=retry_failed,
+            ),
+        )
+    finally:
+        lock.release()
+        if own_progress:
+            bar.close()
+
+
+def _sweep_locked(
+    configs: list,
+    results: Path,
+    bar: SweepProgress,
+    lock: SweepLock,
+    unwritable: Exception | None,
+    t0: float,
+    opt: dict,
+) -> SweepSummary:
+    if unwritable is None:
+        store.remove_temp_files(results)
+    scan = store.scan_store(results)
     keys = [c.key() for c in configs]
-    pending = [c for c, k in zip(configs, keys, strict=True) if k not in done]
-    n_skipped = len(configs) - len(pending)
+    failed = store.read_failures(results)
+    mine = set(keys)
+    failed_before = {k: v for k, v in failed.items() if k in mine and k not in scan.ok}
+    if opt["retry_failed"]:
+        failed_before = {}
+    pending = [c for c, k in zip(configs, keys, strict=True) if k not in scan.ok and k not in failed_before]
+
+    if unwritable is not None:
+        if pending or scan.bad:
+            what = f"{len(pending)} run(s) to train" + (
+                f", {len(scan.bad)} bad run file(s)" if scan.bad else ""
+            )
+            raise StoreNotWritable(f"{unwritable} ({what}; nothing was trained)")
+        return _finish(configs, keys, results, scan, t0, 0, {}, failed_before, [], 0, None, False, True)
+
+    quarantined = [c.describe() for c in scan.bad]
+    store.quarantine(results, scan.bad)
+    adopted = store.adopt_unrecorded(results, scan.ok.values())
+    n_skipped = len(configs) - len(pending) - len(failed_before)
+    bar.already_done(n_skipped + len(failed_before))
 
     stacking = None
-    if stack:
-        if stacked_runner is not None and group_fn is not None:
-            stacking = (group_fn, stacked_runner)
+    if opt["stack"]:
+        if opt["stacked_runner"] is not None and opt["group_fn"] is not None:
+            stacking = (opt["group_fn"], opt["stacked_runner"])
         else:
             found = _find_stacking()
-            stacking = (group_fn or found[0], stacked_runner or found[1])
+            stacking = (opt["group_fn"] or found[0], opt["stacked_runner"] or found[1])
     tasks = _make_tasks(pending, configs, stacking is not None, stacking[0] if stacking else None)
     s_runner = stacking[1] if stacking else None
-
-    if progress is None:
-        progress = bool(getattr(sys.stderr, "isatty", lambda: False)())
-    from tqdm.auto import tqdm
-
-    bar = tqdm(total=len(pending), unit="run", desc="sweep", disable=not progress, dynamic_ncols=True)
-    failures: dict[str, str] = {}
+    by_key = {c.key(): c for c in pending}
+    failures: dict[str, dict] = {}
     n_done = 0
-    pending_keys = {c.key() for c in pending}
 
     def _store(result: list) -> None:
         nonlocal n_done
-        for k, frame, err in result:
-            if k not in pending_keys:
+        for k, frame, info in result:
+            if k not in by_key:
                 continue  # a finished member of a re-trained stack group: already stored
-            if err is not None:
-                failures[k] = err
+            config = by_key.pop(k)
+            if info is not None:
+                failures[k] = info
+                record = {**info, "config": _config_dict(config)}
+                try:
+                    store.write_failure(results, k, record)
+                except OSError as exc:
+                    raise StoreNotWritable(
+                        f"cannot write the failure record of run {k} to {results}: {exc}"
+                    ) from None
             else:
-                write_run(results, frame, key=k)
+                want = expected_of(config)
+                try:
+                    store.write_run(results, frame, key=k, expected=want)
+                except OSError as exc:
+                    raise _rescue(frame, k, want, results, exc) from None
+                store.clear_failure(results, k)
                 n_done += 1
-            pending_keys.discard(k)
-            bar.update(1)
+            bar.advance(info is None)
 
+    # resolved here, not in the workers, so that they run what this process would run
+    args = (opt["runner"] or _default_runner(), s_runner, opt["threads"])
+    target = opt["cluster"] if opt["cluster"] is not None else opt["scheduler"]
     try:
-        if not tasks:
-            pass
-        elif scheduler is not None:
-            _run_dask(tasks, scheduler, runner, s_runner, threads, _store)
-        else:
-            from joblib import Parallel, delayed
+        if tasks:
+            if target is not None:
+                gen = dask_results(
+                    execute_task,
+                    tasks,
+                    args,
+                    target,
+                    connect_timeout=opt["connect_timeout"],
+                    name=lambda t, i: f"sweep-{t[0].key()}-{i}",
+                )
+            else:
+                gen = local_results(execute_task, tasks, args, opt["n_jobs"])
+            try:
+                for result in gen:
+                    _store(result)
+            finally:
+                gen.close()
+    except KeyboardInterrupt as exc:
+        stored = len(mine & store.finished_keys(results))
+        signal_name = "SIGTERM" if isinstance(exc, TerminationRequested) else "SIGINT"
+        raise SweepInterrupted(stored, len(configs), str(results), signal_name) from None
 
-            par = Parallel(n_jobs=n_jobs, return_as="generator_unordered")
-            for result in par(delayed(_execute)(t, runner, s_runner, threads) for t in tasks):
-                _store(result)
-    finally:
-        bar.close()
+    scan = store.scan_store(results)
+    table_path = results / store.TABLE_FILE if (results / store.TABLE_FILE).is_file() else None
+    if opt["write_table"] and not store.table_is_current(results, scan):
+        table_path = store.write_table(results, scan=scan)
+    return _finish(
+        configs,
+        keys,
+        results,
+        scan,
+        t0,
+        n_done,
+        failures,
+        failed_before,
+        quarantined,
+        len(adopted),
+        lock.stale,
+        table_path,
+        False,
+    )
 
-    table_path = _write_table(results) if write_table else None
-    stored = finished_keys(results)
-    mine = [k for k in dict.fromkeys(keys) if k in stored]
-    table = load_table(results, keys=mine) if mine else pd.DataFrame()
+
+def _config_dict(config: Any) -> dict:
+    try:
+        return dict(config.to_dict())
+    except Exception:  # a config that cannot describe itself still gets a failure record
+        return {"repr": repr(config)}
+
+
+def _finish(
+    configs,
+    keys,
+    results,
+    scan,
+    t0,
+    n_done,
+    failures,
+    failed_before,
+    quarantined,
+    adopted,
+    stale,
+    table_path,
+    read_only,
+) -> SweepSummary:
+    mine = [k for k in dict.fromkeys(keys) if k in scan.ok]
+    table = store.load_table(results, keys=mine, scan=scan) if mine else pd.DataFrame()
     summary = summarize(table) if len(table) else pd.DataFrame()
+    n_skipped = len(configs) - n_done - len(failures) - len(failed_before)
+    if read_only:
+        table_path = results / store.TABLE_FILE if (results / store.TABLE_FILE).is_file() else None
     return SweepSummary(
         n_runs=len(configs),
         n_skipped=n_skipped,
@@ -320,24 +493,9 @@ def run_sweep(
         table_path=table_path,
         table=table,
         summary=summary,
+        failed_before=failed_before,
+        quarantined=quarantined,
+        adopted=adopted,
+        stale_lock=stale,
+        read_only=read_only,
     )
-
-
-def _run_dask(tasks: list, scheduler: Any, runner, s_runner, threads, on_result: Callable) -> None:
-    from distributed import Client, as_completed
-
-    own = not isinstance(scheduler, Client)
-    if own and not isinstance(scheduler, str):
-        raise ValueError(f"scheduler must be an address string or a distributed.Client, got {scheduler!r}")
-    client = Client(scheduler) if own else scheduler
-    try:
-        futures = [
-            client.submit(_execute, t, runner, s_runner, threads, pure=False, key=f"sweep-{t[0].key()}-{i}")
-            for i, t in enumerate(tasks)
-        ]
-        for fut in as_completed(futures):
-            on_result(fut.result())
-            fut.release()
-    finally:
-        if own:
-            client.close()

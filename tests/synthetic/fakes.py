@@ -6,9 +6,12 @@ of the SIGKILL tests can import them (``from tests.synthetic.fakes import slow_f
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import signal
 import subprocess
+import sys
 import textwrap
 import time
 from pathlib import Path
@@ -18,6 +21,7 @@ import pandas as pd
 
 from synthetic import results
 from synthetic.config import RunConfig
+from synthetic.errors import NonFiniteRun
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -65,6 +69,93 @@ def stack_failing(configs):
 def always_failing(config):
     """A runner that always raises."""
     raise RuntimeError("always")
+
+
+def diverging_run(config: RunConfig) -> pd.DataFrame:
+    """:func:`fake_run`, except that the seed-1 runs diverge (the engine's NonFiniteRun at epoch 2)."""
+    if config.seed == 1:
+        raise NonFiniteRun("non-finite parameters after the Adam step", key=config.key(), epoch=2)
+    return fake_run(config)
+
+
+def sleepy_run(config: RunConfig) -> pd.DataFrame:
+    """:func:`fake_run` after a 1 s sleep (runs still in flight when a test interrupts the sweep)."""
+    time.sleep(1.0)
+    return fake_run(config)
+
+
+def endless_run(config: RunConfig) -> pd.DataFrame:
+    """A run that takes 120 s (workers busy when their sweep is killed)."""
+    time.sleep(120)
+    return fake_run(config)
+
+
+def cli_with_runner(runner_name: str, argv: list[str]) -> int:
+    """``python -m synthetic`` with the sweep's default runner replaced by ``fakes.<runner_name>``."""
+    from synthetic import sweep
+    from synthetic.__main__ import main
+
+    runner = globals()[runner_name]
+    sweep._default_runner = lambda: runner
+    return main(argv)
+
+
+def cli_with_runner_cmd(runner_name: str, argv: list[str]) -> list[str]:
+    """The command line of a subprocess running :func:`cli_with_runner`."""
+    code = (
+        f"import sys; sys.path.insert(0, {str(ROOT)!r}); from tests.synthetic.fakes import cli_with_runner;"
+        f"sys.exit(cli_with_runner({runner_name!r}, {list(argv)!r}))"
+    )
+    return [sys.executable, "-c", code]
+
+
+def hold_lock_cmd(folder: Path, seconds: float) -> list[str]:
+    """A subprocess that takes ``folder``'s sweep lock, prints "locked", and sleeps ``seconds``."""
+    code = (
+        f"import sys, time; sys.path.insert(0, {str(ROOT)!r}); from synthetic.locking import SweepLock;"
+        f"lock = SweepLock({str(folder)!r}).acquire(); print('locked', flush=True); time.sleep({seconds}); lock.release()"
+    )
+    return [sys.executable, "-c", code]
+
+
+def wait_for(predicate, timeout: float = 60.0, step: float = 0.02) -> bool:
+    """Poll ``predicate`` until it is true or ``timeout`` seconds pass; return its last value."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(step)
+    return bool(predicate())
+
+
+@contextlib.contextmanager
+def read_only(*folders: Path):
+    """Make folders read-only for this process: chmod for a normal user, ``chattr +i`` for root.
+
+    Skips the test where neither works (root without CAP_LINUX_IMMUTABLE).
+    """
+    import pytest
+
+    root = os.geteuid() == 0
+    done = []
+    try:
+        for d in folders:
+            if root:
+                if shutil.which("chattr") is None:
+                    pytest.skip("running as root without chattr: cannot make a folder read-only")
+                r = subprocess.run(["chattr", "+i", str(d)], capture_output=True)
+                if r.returncode != 0:
+                    pytest.skip(f"running as root and chattr +i fails: {r.stderr.decode().strip()}")
+            else:
+                d.chmod(0o555)
+            done.append(d)
+        yield
+    finally:
+        for d in done:
+            if root:
+                subprocess.run(["chattr", "-i", str(d)], capture_output=True)
+            else:
+                d.chmod(0o755)
 
 
 def tiny_spec(epochs: int = 2, seeds=(0, 1, 2)) -> dict:

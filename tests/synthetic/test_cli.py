@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import subprocess
@@ -207,3 +208,169 @@ def test_cli_sweep_sigkill_and_restart_equals_uninterrupted(tmp_path, capsys):
     assert main([*common[2:], "--results", str(clean)]) == 0
     assert (killed / "k" / "table.csv").read_bytes() == (clean / "k" / "table.csv").read_bytes()
     assert len(results.load_table(killed / "k")) == 6 * 41
+
+
+# --------------------------------------------------------------------------------------------
+# One-line errors (exit 2), output formats, hints
+# --------------------------------------------------------------------------------------------
+
+
+def _fake_results(folder: Path) -> None:
+    from synthetic import sweep as sw
+    from tests.synthetic.fakes import fake_run, tiny_spec
+
+    sw.run_sweep(grids.load_grid(tiny_spec()), folder, runner=fake_run, progress=False)
+
+
+def _one_error_line(r: subprocess.CompletedProcess) -> str:
+    assert r.returncode == 2, (r.returncode, r.stderr[-2000:])
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in r.stderr, r.stderr
+    return lines[0]
+
+
+def test_one_line_errors_exit_2(tmp_path):
+    """Observed: raw tracebacks for an unreachable --scheduler (after 30 s), for a file given as
+    --results, and for output piped into head."""
+    import socket
+    import time
+
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x")
+    quick = ["sweep", "--method", "SCL", "--epochs", "1", "--num-classes", "3", "--no-progress"]
+    assert "is a file, not a folder" in _one_error_line(_cli(*quick, "--results", str(a_file)))
+    assert "is a file, not a folder" in _one_error_line(_cli(*quick, "--results", str(a_file / "sub")))
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    t0 = time.monotonic()
+    r = _cli(
+        *quick,
+        "--results",
+        str(tmp_path / "r"),
+        "--scheduler",
+        f"tcp://127.0.0.1:{port}",
+        "--connect-timeout",
+        "1",
+    )
+    assert "cannot reach the dask scheduler" in _one_error_line(r) and time.monotonic() - t0 < 25
+    # did you mean, for --set keys and grid fields
+    line = _one_error_line(_cli(*quick, "--results", str(tmp_path / "r"), "--set", "normalisation=ball"))
+    assert line == "error: --set: unknown config field 'normalisation' (did you mean 'normalization'?)"
+    grid = tmp_path / "typo.toml"
+    grid.write_text('[sweep]\nname = "typo"\n[sweep.axes]\nnormalisation = ["ball"]\n')
+    line = _one_error_line(_cli("sweep", str(grid), "--results", str(tmp_path / "r")))
+    assert "unknown config field 'normalisation' (did you mean 'normalization'?)" in line
+    # the output's reader went away (`| head`): quiet, exit 2
+    res = tmp_path / "res"
+    _fake_results(res / "tiny")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "synthetic", "summary", str(res)],
+        cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    proc.stdout.close()  # before the child writes anything: its first write hits a closed pipe
+    err = proc.stderr.read()
+    assert proc.wait(timeout=120) == 2 and err == ""
+
+
+def test_summary_csv_and_markdown(tmp_path, capsys):
+    _fake_results(tmp_path / "tiny")
+    assert main(["summary", str(tmp_path), "--csv"]) == 0
+    text = capsys.readouterr().out
+    back = pd.read_csv(io.StringIO(text))
+    assert len(back) == 6 and {
+        "grid",
+        "method",
+        "beta",
+        "normalization",
+        "n_seeds",
+        "loss_mean",
+        "loss_std",
+    } <= set(back)
+    assert set(back["n_seeds"]) == {3}
+    assert main(["summary", str(tmp_path), "--markdown"]) == 0
+    md = capsys.readouterr().out.strip().splitlines()
+    assert md[0].startswith("| grid | method | beta | normalization | n_seeds | loss |")
+    assert set(md[1]) <= set("|-:") and len(md) == 2 + 6 and all(" ± " in row for row in md[2:])
+
+
+def test_claims_pointed_one_level_too_high_says_where(tmp_path, capsys):
+    _fake_results(tmp_path / "results" / "claims" / "s1_scl_hscl_nc")
+    with pytest.raises(SystemExit) as exc:
+        main(["claims", str(tmp_path / "results")])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert f"the grid folders are in {tmp_path / 'results' / 'claims'} (1: s1_scl_hscl_nc)" in err
+    with pytest.raises(SystemExit):
+        main(["summary", str(tmp_path / "results" / "claims" / "s1_scl_hscl_nc" / "runs")])
+    assert "this is a runs folder; give its parent" in capsys.readouterr().err
+
+
+def test_summary_and_claims_name_the_runs_they_leave_out(tmp_path, capsys):
+    folder = tmp_path / "s1_scl_hscl_nc"
+    _fake_results(folder)
+    victim = sorted((folder / "runs").glob("*.csv"))[0]
+    victim.write_bytes(victim.read_bytes()[:-5])
+    assert main(["summary", str(folder)]) == 0
+    captured = capsys.readouterr()
+    assert "1 incomplete or corrupt run file(s) left out" in captured.err and victim.name in captured.err
+    assert main(["claims", str(tmp_path)]) == 0
+    captured = capsys.readouterr()
+    assert victim.name in captured.err and "1 run(s) left out" in captured.out
+    assert "S1: NOT REPRODUCED  (17 runs)" in captured.out
+
+
+def test_locked_folder_exit_2_names_the_holder(tmp_path):
+    from tests.synthetic.fakes import hold_lock_cmd
+
+    folder = tmp_path / "quick"
+    holder = subprocess.Popen(hold_lock_cmd(folder, 30), stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        r = _cli(
+            "sweep", "--method", "SCL", "--epochs", "1", "--num-classes", "3", "--results", str(tmp_path)
+        )
+        line = _one_error_line(r)
+        assert f"is in use by another sweep: pid {holder.pid} on host" in line and "--wait" in line
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_progress_lines_on_a_pipe(tmp_path):
+    # stderr is a pipe here, not a terminal: periodic one-line progress, no bar
+    r = _cli(
+        "sweep", "--method", "SCL", "--seeds", "2", "--epochs", "1", "--num-classes", "3", "--n-per-class", "3",
+        "--results", str(tmp_path), "--progress-every", "0", "--no-stack",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("progress: ")]
+    assert lines[0].startswith("progress: 1/2 runs trained; elapsed") and "ETA" in lines[0], r.stderr
+    assert lines[-1].startswith("progress: 2/2 runs trained; elapsed"), r.stderr
+    assert "\r" not in r.stderr  # no bar
+
+
+@pytest.mark.slow
+def test_cluster_flags(tmp_path):
+    # --cluster local: a dask LocalCluster of worker processes, the same code path as SLURM
+    r = _cli(
+        "sweep", "--method", "SCL", "--seeds", "2", "--epochs", "1", "--num-classes", "3", "--n-per-class", "3",
+        "--results", str(tmp_path / "c"), "--cluster", "local", "--jobs", "1", "--no-stack", "--no-progress",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    ref = _cli(
+        "sweep", "--method", "SCL", "--seeds", "2", "--epochs", "1", "--num-classes", "3", "--n-per-class", "3",
+        "--results", str(tmp_path / "l"), "--no-stack", "--no-progress",
+    )  # fmt: skip
+    assert ref.returncode == 0
+    assert (tmp_path / "c/quick/table.csv").read_bytes() == (tmp_path / "l/quick/table.csv").read_bytes()
+    pytest.importorskip("dask_jobqueue")
+    r = _cli(
+        "sweep", "--method", "SCL", "--epochs", "1", "--results", str(tmp_path), "--cluster", "slurm",
+        "--partition", "short", "--cores", "2", "--memory", "8GB", "--walltime", "00:30:00",
+        "--account", "acc1", "--slurm-directive=--gres=gpu:1", "--print-job-script",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    for line in ("#SBATCH -p short", "#SBATCH -A acc1", "#SBATCH --cpus-per-task=2", "#SBATCH -t 00:30:00",
+                 "#SBATCH --gres=gpu:1"):  # fmt: skip
+        assert line in r.stdout, r.stdout

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
 
 from synthetic import results
 from synthetic.config import RunConfig
+from tests.synthetic.fakes import always_failing as always_failing_run
 from tests.synthetic.fakes import fake_run
 
 
@@ -87,3 +90,193 @@ def test_config_columns_is_the_one_layout():
     assert results.config_columns(t) == ["a"]
     with pytest.raises(ValueError, match="run_key"):
         results.config_columns(t.drop(columns=["run_key"]))
+
+
+# --------------------------------------------------------------------------------------------
+# Completeness: a run file is stored only when it matches its completion record
+# --------------------------------------------------------------------------------------------
+
+
+def _stored(tmp_path, n_seeds=2, epochs=5):
+    from synthetic import sweep as sw
+
+    grid = [RunConfig(epochs=epochs, seed=s, num_classes=3, n_per_class=4) for s in range(n_seeds)]
+    sw.run_sweep(grid, tmp_path, runner=fake_run, progress=False)
+    return grid
+
+
+def _truncate(path, how: str, record: bool) -> None:
+    data = path.read_bytes()
+    if how == "line":  # at a line boundary: header + 3 of the 6 epoch rows
+        data = b"".join(data.splitlines(keepends=True)[:4])
+    else:  # mid-line, inside the last row
+        data = data[: len(data) - 7]
+    path.write_bytes(data)
+    if not record:
+        path.with_suffix(".json").unlink()  # a run file of an older store, without its record
+
+
+@pytest.mark.parametrize("record", [True, False], ids=["recorded", "legacy"])
+@pytest.mark.parametrize("how", ["line", "midline"])
+def test_truncated_run_file_is_named_left_out_and_rerun(tmp_path, how, record):
+    """Observed: a hand-truncated run file counted as finished forever ("already stored, 0 run
+    now") and table.csv / the verdicts used epoch 3 as the final epoch."""
+    from synthetic import sweep as sw
+
+    grid = _stored(tmp_path)
+    clean = results.read_table(tmp_path)
+    victim = results.run_path(tmp_path, grid[1].key())
+    _truncate(victim, how, record)
+    check = results.check_run_file(victim)
+    assert not check.ok and "incomplete" in check.reason, check
+    assert results.finished_keys(tmp_path) == {grid[0].key()}
+    # readers never use it silently: table.csv (whose run keys still match) is not trusted
+    with pytest.warns(results.StoreWarning, match=victim.name):
+        table = results.read_table(tmp_path)
+    assert set(table["run_key"]) == {grid[0].key()}
+    assert table.attrs["excluded"] == [check.describe()]
+    with pytest.warns(results.StoreWarning, match=victim.name):
+        assert results.load_results(tmp_path).attrs["excluded"] == [check.describe()]
+    # the next sweep names it, sets it aside (never deletes it), reruns it: the clean table again
+    s = sw.run_sweep(grid, tmp_path, runner=fake_run, progress=False)
+    assert (s.n_done, s.n_skipped) == (1, 1) and s.quarantined == [check.describe()]
+    assert victim.name in s.format() and "set aside 1" in s.format()
+    moved = list((tmp_path / "quarantine").glob(f"*-{victim.name}"))
+    assert len(moved) == 1 and "incomplete" in moved[0].with_name(moved[0].name + ".why").read_text()
+    pd.testing.assert_frame_equal(results.read_table(tmp_path), clean)
+    assert results.table_is_current(tmp_path)
+
+
+def test_table_csv_is_rebuilt_when_a_run_file_changed(tmp_path):
+    """Observed: table.csv was trusted whenever its run keys matched the run files."""
+    grid = _stored(tmp_path)
+    assert results.table_is_current(tmp_path)
+    # the same run key, other (complete, recorded) numbers: the checksums differ, the keys do not
+    f = fake_run(grid[0])
+    f["loss"] = 123.0
+    results.write_run(tmp_path, f)
+    assert not results.table_is_current(tmp_path)
+    table = results.read_table(tmp_path)
+    assert set(table.loc[table["run_key"] == grid[0].key(), "loss"]) == {123.0}
+    # a table.csv edited by hand is not trusted either
+    results.write_table(tmp_path)
+    text = (tmp_path / "table.csv").read_text()
+    (tmp_path / "table.csv").write_text(text.replace("123.0", "7.0"))
+    assert not results.table_is_current(tmp_path)
+    assert set(results.read_table(tmp_path)["loss"]) >= {123.0}
+
+
+def test_record_detects_an_edit_that_keeps_the_structure(tmp_path):
+    grid = _stored(tmp_path, n_seeds=1)
+    path = results.run_path(tmp_path, grid[0].key())
+    lines = path.read_text().splitlines(keepends=True)
+    lines[-1] = lines[-1].replace(",5,", ",5,", 1)[:-3] + "99\n"  # same fields, other digits
+    path.write_text("".join(lines))
+    c = results.check_run_file(path)
+    assert not c.ok and "sha256 differs" in c.reason
+    with pytest.raises(ValueError, match=path.name):
+        results.read_run(tmp_path, grid[0].key())
+
+
+def test_write_run_refuses_an_incomplete_frame(tmp_path):
+    c = RunConfig(epochs=4, eval_every=2, num_classes=3)
+    f = fake_run(c)  # epochs 0..4, but the config records 0, 2, 4
+    with pytest.raises(ValueError, match="incomplete"):
+        results.write_run(tmp_path, f)
+    good = f[f["epoch"].isin([0, 2, 4])]
+    results.write_run(tmp_path, good)
+    assert results.finished_keys(tmp_path) == {c.key()}
+    with pytest.raises(ValueError, match="incomplete"):
+        results.write_run(tmp_path, good.iloc[:2])
+    record = json.loads(results.record_path(tmp_path, c.key()).read_text())
+    assert record["epochs"] == [0, 2, 4] and record["rows"] == 3 and len(record["sha256"]) == 64
+
+
+def test_complete_run_files_of_an_older_store_are_kept_and_given_a_record(tmp_path):
+    from synthetic import sweep as sw
+
+    grid = _stored(tmp_path)
+    before = results.read_table(tmp_path)
+    for c in grid:
+        results.record_path(tmp_path, c.key()).unlink()
+    assert results.finished_keys(tmp_path) == {c.key() for c in grid}  # checked field by field
+    s = sw.run_sweep(grid, tmp_path, runner=always_failing_run, progress=False)
+    assert (s.n_done, s.n_skipped, s.adopted, s.ok) == (0, 2, 2, True)
+    assert all(results.check_run_file(results.run_path(tmp_path, c.key())).recorded for c in grid)
+    pd.testing.assert_frame_equal(results.read_table(tmp_path), before)
+
+
+@pytest.mark.parametrize(
+    "name, content, why",
+    [
+        ("empty.csv", "", "empty file"),
+        ("garbage.csv", '\x00\x01garbage,,\n"unclosed', "not a run file"),
+        ("notes.csv", "a,b\n1,2\n", "no 'run_key'"),
+        ("0123456789abcdef.csv", None, "not a run file of run 0123456789abcdef"),
+    ],
+)
+def test_foreign_files_are_named_set_aside_and_the_rest_continues(tmp_path, name, content, why):
+    """Observed: any such file made every later command fail with "frame must have a 'run_key'
+    column" without naming the file."""
+    from synthetic import sweep as sw
+
+    grid = _stored(tmp_path)
+    runs = tmp_path / "runs"
+    if content is None:  # a real run file under another run's name
+        content = results.run_path(tmp_path, grid[0].key()).read_text()
+    (runs / name).write_text(content)
+    with pytest.warns(results.StoreWarning, match=name):
+        table = results.load_results(tmp_path)
+    assert len(table) == 2 * 6 and any(name in e and why in e for e in table.attrs["excluded"])
+    s = sw.run_sweep(grid, tmp_path, runner=fake_run, progress=False)
+    assert s.ok and s.n_done == 0 and len(s.quarantined) == 1 and name in s.quarantined[0]
+    assert not (runs / name).exists() and list((tmp_path / "quarantine").glob(f"*-{name}"))
+    assert results.read_table(tmp_path).attrs["excluded"] == []
+
+
+def test_readers_skip_a_record_without_its_run(tmp_path):
+    # a kill between the two writes of write_run leaves the record (written first) alone
+    c = RunConfig(epochs=1, num_classes=3)
+    results.write_run(tmp_path, fake_run(c))
+    results.run_path(tmp_path, c.key()).unlink()
+    assert results.finished_keys(tmp_path) == set() and len(results.load_table(tmp_path)) == 0
+
+
+# --------------------------------------------------------------------------------------------
+# Canonical run keys
+# --------------------------------------------------------------------------------------------
+
+
+def test_run_keys_are_canonical():
+    """Observed: beta = -0.0 and beta = 0.0 had different keys (trained twice, "two seeds" std 0)."""
+    assert RunConfig(beta=-0.0).key() == RunConfig(beta=0.0).key()
+    assert RunConfig(method="HSCL", beta=2).key() == RunConfig(method="HSCL", beta=2.0).key()
+    assert RunConfig.from_dict({"seed": np.int64(3)}).key() == RunConfig(seed=3).key()
+    # values that were canonical already keep their historical key (stored runs stay valid)
+    assert RunConfig().key() == "c15761cddb10c93b"
+    assert results.canonical_value(-0.0) == 0.0 and str(results.canonical_value(-0.0)) == "0.0"
+    assert results.canonical_value(2, like=1.5) == 2.0 and isinstance(results.canonical_value(2, 1.5), float)
+    assert results.canonical_value(2, like=1) == 2 and isinstance(results.canonical_value(2, 1), int)
+    assert results.canonical_value(True, like=1.0) is True
+    assert results.canonical_value((np.float64(-0.0), [1])) == [0.0, [1]]
+    for bad in (float("nan"), float("inf"), np.float32("nan")):
+        with pytest.raises(ValueError, match="finite"):
+            results.canonical_value(bad, name="beta")
+    with pytest.raises(ValueError, match="beta"):
+        results.run_key({"beta": float("nan")})
+    assert results.run_key({"a": -0.0, "b": 1}) == results.run_key({"b": 1, "a": 0.0})
+
+
+def test_negative_zero_beta_is_trained_once(tmp_path):
+    from synthetic import grids
+    from synthetic import sweep as sw
+
+    spec = {"sweep": {"base": {"epochs": 1, "num_classes": 3}, "axes": {"beta": [-0.0, 0.0], "seed": [0]}}}
+    grid = grids.load_grid(spec)
+    assert len(grid) == 1
+    configs = [RunConfig(epochs=1, num_classes=3, beta=b) for b in (-0.0, 0.0)]
+    s = sw.run_sweep(configs, tmp_path, runner=fake_run, progress=False)
+    assert (s.n_runs, s.n_done) == (1, 1)
+    text = results.run_path(tmp_path, configs[0].key()).read_text()
+    assert "-0.0" not in text  # the stored config value is canonical too
+    assert len(s.summary) == 1 and s.summary["n_seeds"].iloc[0] == 1

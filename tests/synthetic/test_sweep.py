@@ -3,22 +3,33 @@
 from __future__ import annotations
 
 import os
+import re
+import signal
+import subprocess
 import sys
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from synthetic import grids, results
 from synthetic import sweep as sw
+from synthetic.errors import SchedulerUnreachable, StoreLocked, StoreNotWritable
 from tests.synthetic.fakes import (
     ROOT,
     always_failing,
+    cli_with_runner_cmd,
+    diverging_run,
     failing_run,
     fake_run,
+    hold_lock_cmd,
     kill_after_first_runs,
+    read_only,
     stack_failing,
     table_bytes,
     tiny_spec,
+    wait_for,
     write_tiny_grid,
 )
 
@@ -46,9 +57,17 @@ def test_sweep_reports_failures_and_retries(tmp_path):
     grid = grids.load_grid(tiny_spec())
     s = sw.run_sweep(grid, tmp_path, runner=failing_run, progress=False)
     assert len(s.failures) == 6 and s.n_done == 12 and not s.ok
-    assert all("boom" in tb for tb in s.failures.values())
+    assert all(
+        info["reason"] == "boom" and "RuntimeError" in info["traceback"] for info in s.failures.values()
+    )
+    assert sorted(p.stem for p in (tmp_path / "failures").glob("*.json")) == sorted(s.failures)
+    # a later sweep does not retry recorded failures unless asked
     s = sw.run_sweep(grid, tmp_path, runner=fake_run, progress=False)
+    assert (s.n_done, s.n_skipped, len(s.failed_before), s.ok) == (0, 12, 6, False)
+    assert "6 failed before (not retried: --retry-failed)" in s.format()
+    s = sw.run_sweep(grid, tmp_path, runner=fake_run, progress=False, retry_failed=True)
     assert (s.n_done, s.n_skipped, s.ok) == (6, 12, True)
+    assert not list((tmp_path / "failures").glob("*.json"))  # a success clears its failure record
 
 
 def test_sweep_parallel_processes_same_table(tmp_path):
@@ -204,7 +223,7 @@ def test_failing_stack_falls_back_to_single_runs(tmp_path):
         progress=False,
     )
     assert s.n_done == 12 and sorted(s.failures) == sorted(c.key() for c in grid.configs if c.seed == 1)
-    assert all("boom" in tb and "stack boom" in tb for tb in s.failures.values())
+    assert all(i["reason"].endswith("boom") and "stack boom" in i["reason"] for i in s.failures.values())
     # the stack fails, every run succeeds alone: all stored, same table as single runs
     s = sw.run_sweep(
         grid,
@@ -238,3 +257,367 @@ def test_stacking_helpers_come_from_synthetic_stacked(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "synthetic.stacked", None)  # the module fails to import
     with pytest.raises(ImportError):
         sw.run_sweep(tiny_spec(seeds=(0,)), tmp_path, runner=fake_run, stack=True, progress=False)
+
+
+# --------------------------------------------------------------------------------------------
+# Failures are stored as failures
+# --------------------------------------------------------------------------------------------
+
+
+def test_diverging_runs_are_failure_records_not_results(tmp_path):
+    """Observed: a diverging run (--lr 1e30, sphere) was stored as a success (mean norm 0, within-class
+    variation 0: it looked like perfect collapse). The engine raises NonFiniteRun; the sweep stores a
+    failure record, counts it, keeps it out of the table and is not ok."""
+    grid = grids.load_grid(tiny_spec())
+    s = sw.run_sweep(grid, tmp_path, runner=diverging_run, progress=False)
+    bad = sorted(c.key() for c in grid.configs if c.seed == 1)
+    assert sorted(s.failures) == bad and s.n_done == 12 and not s.ok
+    assert "6 failed" in s.format().splitlines()[0] and "NonFiniteRun at epoch 2" in s.format()
+    rec = results.read_failures(tmp_path)[bad[0]]
+    assert rec["run_key"] == bad[0] and rec["epoch"] == 2 and rec["exception"] == "NonFiniteRun"
+    assert (
+        rec["reason"] == "non-finite parameters after the Adam step" and "diverging_run" in rec["traceback"]
+    )
+    assert rec["config"]["seed"] == 1 and rec["config"]["num_classes"] == 3
+    table = results.read_table(tmp_path)
+    assert not set(bad) & set(table["run_key"]) and len(table) == 12 * 3
+    loaded = results.load_results(tmp_path)
+    assert len(loaded.attrs["failed"]) == 6 and "NonFiniteRun" in loaded.attrs["failed"][0]
+
+
+def test_stacked_runner_may_return_a_member_failure(tmp_path):
+    from synthetic.errors import NonFiniteRun
+
+    def stacked(configs):
+        return [NonFiniteRun("nan", epoch=1) if c.seed == 1 else fake_run(c) for c in configs]
+
+    def group_fn(configs):
+        return [list(configs)]
+
+    grid = grids.load_grid(tiny_spec(seeds=(0, 1)))
+    s = sw.run_sweep(grid, tmp_path, stack=True, group_fn=group_fn, stacked_runner=stacked, progress=False)
+    assert len(s.failures) == 6 and s.n_done == 6 and {i["epoch"] for i in s.failures.values()} == {1}
+
+
+def test_cli_exits_1_on_failed_runs_and_retries_only_when_asked(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(sw, "_default_runner", lambda: diverging_run)
+    from synthetic.__main__ import main
+
+    args = ["sweep", "--method", "SCL", "--seeds", "2", "--epochs", "2", "--num-classes", "3", "--no-stack"]
+    args += ["--results", str(tmp_path), "--no-progress", "--name", "d"]
+    assert main(args) == 1
+    out = capsys.readouterr().out
+    assert "2 runs, 0 already stored, 1 run now, 1 failed" in out and "FAILED" in out
+    assert main(args) == 1 and "1 failed before (not retried: --retry-failed)" in capsys.readouterr().out
+    monkeypatch.setattr(sw, "_default_runner", lambda: fake_run)
+    assert main([*args, "--retry-failed"]) == 0
+    assert "1 run now, 0 failed" in capsys.readouterr().out
+
+
+# --------------------------------------------------------------------------------------------
+# Read-only folders: checked before training; finished work is never lost
+# --------------------------------------------------------------------------------------------
+
+
+def test_read_only_results_folder(tmp_path, monkeypatch):
+    """Observed: a sweep with nothing to do crashed rewriting table.csv; a half-finished one trained
+    a run and then lost it at the write."""
+    grid = grids.load_grid(tiny_spec(seeds=(0,)))
+    folder = tmp_path / "ro"
+    sw.run_sweep(grid.configs[:3], folder, runner=fake_run, progress=False, write_table=False)
+    calls = []
+
+    def counting(config):
+        calls.append(config.key())
+        return fake_run(config)
+
+    with read_only(folder, folder / "runs"):
+        # nothing to do: reported, not a crash (and nothing written)
+        s = sw.run_sweep(grid.configs[:3], folder, runner=counting, progress=False)
+        assert s.ok and s.read_only and s.n_skipped == 3 and "read-only" in s.format()
+        # runs to train: one line, before anything is trained
+        with pytest.raises(StoreNotWritable, match=r"not writable.*3 run\(s\) to train; nothing was trained"):
+            sw.run_sweep(grid, folder, runner=counting, progress=False)
+    assert calls == []
+
+
+def test_a_failing_write_keeps_the_finished_run(tmp_path, monkeypatch):
+    grid = grids.load_grid(tiny_spec(seeds=(0,)))
+    real = results.write_run
+    written = []
+
+    def flaky(folder, frame, **kw):
+        if len(written) == 2 and folder == tmp_path:
+            raise OSError(28, "No space left on device")
+        written.append(1)
+        return real(folder, frame, **kw)
+
+    monkeypatch.setattr(results, "write_run", flaky)
+    with pytest.raises(StoreNotWritable, match="No space left on device") as exc:
+        sw.run_sweep(grid, tmp_path, runner=fake_run, progress=False)
+    spare = Path(str(exc.value).split("saved in ")[1].split(":")[0])
+    assert len(results.finished_keys(spare)) == 1  # the run that could not be written is not lost
+    assert len(results.finished_keys(tmp_path)) == 2
+
+
+# --------------------------------------------------------------------------------------------
+# The lock: one sweep writes a folder at a time
+# --------------------------------------------------------------------------------------------
+
+
+def test_second_sweep_stops_naming_the_holder_or_waits(tmp_path):
+    """Observed: two sweeps on one folder both trained every run."""
+    grid = grids.load_grid(tiny_spec(seeds=(0,)))
+    holder = subprocess.Popen(hold_lock_cmd(tmp_path, 2.0), stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(
+            StoreLocked, match=rf"in use by another sweep: pid {holder.pid} on host .* since 20"
+        ):
+            sw.run_sweep(grid, tmp_path, runner=fake_run, progress=False)
+        assert results.finished_keys(tmp_path) == set()
+        t0 = time.monotonic()
+        s = sw.run_sweep(grid, tmp_path, runner=fake_run, progress=False, wait=True)
+        assert s.ok and s.n_done == 6 and time.monotonic() - t0 > 0.5 and s.stale_lock is None
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_two_concurrent_sweeps_train_each_run_once(tmp_path):
+    grid_file = write_tiny_grid(tmp_path / "tiny.toml", epochs=2, n_seeds=1)
+    folder = tmp_path / "res"
+    script = (
+        f"import sys; sys.path.insert(0, {str(ROOT)!r});"
+        "from tests.synthetic.fakes import slow_fake_run;"
+        "from synthetic.sweep import run_sweep;"
+        f"s = run_sweep({str(grid_file)!r}, {str(folder)!r}, runner=slow_fake_run, progress=False);"
+        "print(s.n_done)"
+    )
+    first = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert wait_for(lambda: (folder / ".sweep.lock.json").exists())
+        second = sw.run_sweep(grid_file, folder, runner=fake_run, progress=False, wait=60)
+        assert first.wait(60) == 0 and first.stdout.read().strip() == "6"
+        assert (second.n_done, second.n_skipped) == (0, 6)
+    finally:
+        first.kill()
+        first.wait()
+
+
+def test_lock_of_a_killed_sweep_is_taken_over_and_reported(tmp_path):
+    holder = subprocess.Popen(hold_lock_cmd(tmp_path, 60), stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "locked"
+    holder.kill()
+    holder.wait()
+    s = sw.run_sweep(grids.load_grid(tiny_spec(seeds=(0,))), tmp_path, runner=fake_run, progress=False)
+    assert s.ok and s.stale_lock["pid"] == holder.pid
+    assert f"taken over from a sweep that ended without releasing it (pid {holder.pid}" in s.format()
+    assert not (tmp_path / ".sweep.lock.json").exists()  # released at the end
+
+
+# --------------------------------------------------------------------------------------------
+# Interrupts and orphans
+# --------------------------------------------------------------------------------------------
+
+
+def _children(pid: int) -> list:
+    import psutil
+
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
+def _alive(procs) -> list:
+    import psutil
+
+    out = []
+    for p in procs:
+        try:
+            if p.status() != psutil.STATUS_ZOMBIE:
+                out.append(p)
+        except psutil.NoSuchProcess:
+            pass
+    return out
+
+
+@pytest.mark.slow  # worker start-up (torch) makes it 5-20 s on 2 shared cores
+def test_ctrl_c_prints_one_line_and_exits_130(tmp_path):
+    """Observed: Ctrl-C printed a raw KeyboardInterrupt traceback from joblib."""
+    args = ["sweep", "--method", "SCL", "--seeds", "6", "--epochs", "1", "--num-classes", "3"]
+    args += ["--jobs", "2", "--no-stack", "--no-progress", "--results", str(tmp_path), "--name", "c"]
+    proc = subprocess.Popen(
+        cli_with_runner_cmd("sleepy_run", args), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        assert wait_for(lambda: len(results.finished_keys(tmp_path / "c")) >= 2, timeout=60)
+        workers = _children(proc.pid)
+        os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does: the whole group
+        _, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    n = len(results.finished_keys(tmp_path / "c"))
+    assert re.fullmatch(
+        rf"interrupted \(SIGINT\): {n} of 6 runs stored in .*; run the same command again to resume",
+        err.strip(),
+    )
+    assert wait_for(lambda: not _alive(workers), timeout=10)
+
+
+def test_sigkill_leaves_no_orphan_workers(tmp_path):
+    """Observed: after SIGKILL of a --jobs 2 sweep its worker processes stayed alive for over 60 s."""
+    args = ["sweep", "--method", "SCL", "--seeds", "4", "--epochs", "1", "--num-classes", "3"]
+    args += ["--jobs", "2", "--no-stack", "--no-progress", "--results", str(tmp_path), "--name", "o"]
+    proc = subprocess.Popen(cli_with_runner_cmd("endless_run", args), cwd=ROOT, stderr=subprocess.PIPE)
+    try:
+        import psutil
+
+        def busy_workers():
+            return [
+                p for p in _children(proc.pid) if "python" in p.name().lower() and p.cpu_times() is not None
+            ]
+
+        assert wait_for(lambda: len(busy_workers()) >= 2, timeout=60), _children(proc.pid)
+        time.sleep(1.0)  # the workers are inside their 120 s runs
+        workers = _children(proc.pid)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+        assert wait_for(lambda: not _alive(workers), timeout=5), [p.cmdline()[:3] for p in _alive(workers)]
+    finally:
+        proc.kill()
+        for p in _alive(_children(proc.pid)):
+            p.kill()
+        assert psutil is not None
+
+
+# --------------------------------------------------------------------------------------------
+# Beyond one machine: a dask cluster object (LocalCluster here, SLURMCluster on a cluster)
+# --------------------------------------------------------------------------------------------
+
+
+def test_sweep_on_an_injected_cluster_gives_the_same_table(tmp_path):
+    import distributed
+
+    grid = grids.load_grid(tiny_spec(seeds=(0, 1)))
+    sw.run_sweep(grid, tmp_path / "local", runner=fake_run, progress=False)
+    with distributed.LocalCluster(
+        n_workers=2,
+        threads_per_worker=1,
+        processes=False,
+        protocol="tcp",
+        host="127.0.0.1",
+        scheduler_port=0,
+        dashboard_address=None,
+    ) as cluster:
+        s = sw.run_sweep(grid, tmp_path / "cluster", runner=fake_run, cluster=cluster, progress=False)
+    assert s.ok and s.n_done == len(grid)
+    assert table_bytes(tmp_path / "local") == table_bytes(tmp_path / "cluster")
+
+
+def test_slurm_job_script_carries_the_options():
+    pytest.importorskip("dask_jobqueue")
+    from synthetic.backends import SlurmOptions, make_slurm_cluster
+
+    opts = SlurmOptions(
+        partition="gpu",
+        cores=4,
+        memory="16GB",
+        walltime="02:30:00",
+        jobs=3,
+        account="proj42",
+        directives=("--gres=gpu:1", "--qos=long"),
+        prologue=("module load python",),
+    )
+    cluster = make_slurm_cluster(
+        opts, threads=1, scheduler_options={"dashboard_address": None, "host": "127.0.0.1"}
+    )
+    try:
+        script = cluster.job_script()
+    finally:
+        cluster.close()
+    for line in ("#SBATCH -p gpu", "#SBATCH -A proj42", "#SBATCH --cpus-per-task=4", "#SBATCH -t 02:30:00",
+                 "#SBATCH --gres=gpu:1", "#SBATCH --qos=long", "module load python", "export OMP_NUM_THREADS=1",
+                 "--nworkers 4", "--nthreads 1"):  # fmt: skip
+        assert line in script, (line, script)
+    assert "#SBATCH --mem=15G" in script  # dask-jobqueue writes 16 GB as 15 GiB
+    with pytest.raises(ValueError, match="processes"):
+        SlurmOptions(cores=2, processes=3)
+
+
+def test_unreachable_scheduler_is_one_line_after_the_connect_timeout(tmp_path):
+    """Observed: a 30 s wait, then a 40-line OSError."""
+    import socket
+
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    t0 = time.monotonic()
+    with pytest.raises(
+        SchedulerUnreachable, match=rf"cannot reach the dask scheduler at tcp://127.0.0.1:{port} within 0.5 s"
+    ):
+        sw.run_sweep(tiny_spec(seeds=(0,)), tmp_path, runner=fake_run, scheduler=f"tcp://127.0.0.1:{port}",
+                     connect_timeout=0.5, progress=False)  # fmt: skip
+    assert time.monotonic() - t0 < 10 and results.finished_keys(tmp_path) == set()
+
+
+# --------------------------------------------------------------------------------------------
+# Progress
+# --------------------------------------------------------------------------------------------
+
+
+def test_progress_lines_when_not_on_a_terminal(tmp_path):
+    import io
+
+    from synthetic.progress import SweepProgress
+
+    grid = grids.load_grid(tiny_spec(seeds=(0,)))
+    stream = io.StringIO()
+    bar = SweepProgress(2 * len(grid), mode=None, interval=0, stream=stream)  # StringIO: not a tty
+    assert bar.mode == "lines"
+    sw.run_sweep(grid.configs[:2], tmp_path / "a", runner=fake_run, progress=False)
+    sw.run_sweep(grid, tmp_path / "a", runner=failing_run, progress=bar)
+    sw.run_sweep(grid, tmp_path / "b", runner=fake_run, progress=bar)
+    bar.close()
+    lines = stream.getvalue().strip().splitlines()
+    assert lines[0].startswith("progress: 1/10 runs trained, 2 stored before; elapsed ")
+    assert "ETA" in lines[0] and "ETA" not in lines[-1]
+    assert lines[-1].startswith("progress: 10/10 runs trained, 2 stored before") or "failed" in lines[-1]
+    assert bar.done + bar.failed == bar.to_run == 10
+
+
+@pytest.mark.xfail(
+    reason="the engine (synthetic.train / synthetic.stacked, other owner) must raise "
+    "synthetic.errors.NonFiniteRun when parameters or embeddings become non-finite",
+    strict=False,
+)
+def test_real_diverging_run_is_a_failure(tmp_path):
+    """Observed: --lr 1e30 with sphere normalisation was stored as a success, exit 0, mean norm 0."""
+    from synthetic.config import RunConfig
+
+    c = RunConfig(lr=1e30, normalization="sphere", epochs=3, num_classes=3, n_per_class=4)
+    for stack in (False, True):
+        configs = [c, c.replace(seed=1)]
+        s = sw.run_sweep(configs, tmp_path / str(stack), progress=False, stack=stack)
+        assert sorted(s.failures) == sorted(x.key() for x in configs), s.format()
+        assert {i["exception"] for i in s.failures.values()} <= {"NonFiniteRun", "FloatingPointError"}
+
+
+def test_one_bar_across_grids(tmp_path):
+    import io
+
+    from synthetic.progress import SweepProgress
+
+    g1 = grids.load_grid(tiny_spec(seeds=(0,)))
+    stream = io.StringIO()
+    bar = SweepProgress(2 * len(g1), mode="bar", stream=stream)
+    sw.run_sweep(g1.configs[:2], tmp_path / "a", runner=fake_run, progress=False)
+    sw.run_sweep(g1, tmp_path / "a", runner=fake_run, progress=bar)
+    sw.run_sweep(g1, tmp_path / "b", runner=fake_run, progress=bar)
+    assert (bar.to_run, bar.done, bar._bar.n, bar._bar.total) == (10, 10, 10, 10)
+    bar.close()
+    assert "10/10" in stream.getvalue()

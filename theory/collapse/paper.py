@@ -1,7 +1,7 @@
 """The HCL authors' collapse metrics ("paper" variant), exactly as in their notebooks.
 
 Jiang, Nguyen, Aeron, Ishwar, TMLR 2025 (arXiv 2311.05139), the authors' ``Visualization.ipynb``;
-spec/hcl.md §6, spec/metrics.md §2. Uncentred class means, cosines, mean Euclidean distance to
+docs/metrics.md#paper-variant. Uncentred class means, cosines, mean Euclidean distance to
 the class mean, the spectrum of the covariance of the C class means, nearest-class-mean (NCM)
 accuracy with a raw inner product. Notation: :mod:`theory.collapse`.
 """
@@ -9,28 +9,20 @@ accuracy with a raw inner product. Notation: :mod:`theory.collapse`.
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 import torch
 
-from theory.collapse.stats import (
-    _F64,
-    SPECTRUM_FLOOR,
-    _check_floor,
-    _class_means_input,
-    _features,
-    _labels,
-    _means64,
-    _offdiag,
-    _unit_rows,
-)
-from theory.validation import integer
+from theory.collapse._geometry import class_means_input, offdiag, unit_rows
+from theory.collapse._inputs import F64, ArrayLike, batch, features, labels_of
+from theory.collapse.classifier import _CHUNK, SIMILARITIES, _centre_scores
+from theory.collapse.stats import SPECTRUM_FLOOR, _check_floor, _distance_sums, _require_complete, _stats_of
+from theory.validation import integer, one_of
 
 __all__ = ["paper_conditions", "within_class_variation", "class_mean_spectrum", "ncm_accuracy"]
 
 
-def paper_conditions(mu) -> dict[str, float]:
+def paper_conditions(mu: ArrayLike) -> dict[str, float]:
     """The HCL authors' three NC conditions on uncentred class means ("paper" P1-P3).
-
-    Shapes: ``mu`` ``(C, d)``, ``C >= 2`` -> dict of Python floats (all 0 at a simplex ETF):
 
     * ``unit_norm`` = (1/C) sum_c | ||mu_c|| - 1 |                            (P1)
     * ``zero_sum``  = || (1/C) sum_c mu_c ||  (no global-mean subtraction)    (P2)
@@ -38,21 +30,30 @@ def paper_conditions(mu) -> dict[str, float]:
       the plotted ``avg_*``)
     * ``etf_max``   = max over the same pairs (P3, the notebook's ``std_*``, not plotted)
 
-    Uncentred, exactly as the authors' ``Visualization.ipynb`` (spec/hcl.md §6 items 1-3); the
-    standard, centred NC2 counterparts are :func:`nc2_equiangularity` / :func:`nc2_max_angle`.
-    A class mean that is exactly zero has cosine 0 with every other mean (convention; the
-    notebook would produce NaN).
+    Uncentred, exactly as the authors' ``Visualization.ipynb`` (Jiang et al., arXiv 2311.05139;
+    docs/metrics.md#paper-variant); the standard, centred NC2
+    counterparts are :func:`nc2_equiangularity` / :func:`nc2_max_angle`. A class mean that is
+    exactly zero has cosine 0 with every other mean (convention; the notebook would produce NaN).
+
+    Args:
+        mu: class means ``(C, d)``, ``C >= 2``.
+
+    Returns:
+        dict of Python floats, all 0 at a simplex ETF.
+
+    Shape:
+        ``mu`` ``(C, d)`` -> dict.
 
     Raises:
-        ValueError: ``mu`` not 2-D, fewer than 2 rows, or non-finite.
+        ValueError: ``mu`` not 2-D, fewer than 2 rows, or non-finite (a missing class's NaN row).
     """
-    m = _class_means_input(mu)
+    m = class_means_input(mu)
     C = m.shape[0]
     norms = torch.linalg.vector_norm(m, dim=1)
     unit_norm = (norms - 1.0).abs().mean()
     zero_sum = torch.linalg.vector_norm(m.mean(dim=0))
-    u = _unit_rows(m)
-    dev = _offdiag(u @ u.T + 1.0 / (C - 1)).abs()
+    u = unit_rows(m)
+    dev = offdiag(u @ u.T + 1.0 / (C - 1)).abs()
     return {
         "unit_norm": float(unit_norm),
         "zero_sum": float(zero_sum),
@@ -61,37 +62,46 @@ def paper_conditions(mu) -> dict[str, float]:
     }
 
 
-def within_class_variation(z, labels, num_classes: int | None = None) -> float:
+def within_class_variation(z: ArrayLike, labels: ArrayLike, num_classes: int | None = None) -> float:
     """Mean Euclidean distance to the class mean, averaged over classes ("paper" P5).
 
     ``(1/C) sum_c (1/n_c) sum_{i in c} || z_i - mu_c ||_2``  (the authors' ``inner_dist``,
-    spec/hcl.md §6 item 5, computed for any C rather than their hard-coded 100). Ideal 0.
+    docs/metrics.md#within_class_variation, computed for any C rather than their hard-coded
+    100). Ideal 0. A mean of distances (not squared distances) cannot be obtained from first and
+    second moments; :class:`ClassStatsAccumulator` therefore offers it as a two-pass computation.
 
-    Shapes: ``z`` ``(N, d)``, ``labels`` ``(N,)`` -> float.
+    Args:
+        z: features ``(N, d)``.
+        labels: integer labels ``(N,)``.
+        num_classes: ``C`` or ``None`` (as :func:`class_stats`); a missing class raises.
 
-    Note: a mean of distances (not squared distances) cannot be obtained from first and second
-    moments; :class:`ClassStatsAccumulator` therefore offers it as a two-pass computation.
+    Returns:
+        The mean distance, a float ``>= 0``.
+
+    Shape:
+        ``z`` ``(N, d)``, ``labels`` ``(N,)`` -> float.
 
     Raises:
-        ValueError: as :func:`class_means`.
+        ValueError: as :func:`class_stats`; a missing class.
     """
-    zt = _features(z, "z")
-    y, C = _labels(labels, zt.shape[0], num_classes, zt.device)
-    counts, mu = _means64(zt, y, C)
-    dist = torch.linalg.vector_norm(zt - mu[y], dim=1)
-    per_class = torch.zeros(C, dtype=_F64, device=zt.device).index_add_(0, y, dist)
-    return float((per_class / counts.to(_F64)).mean())
+    zt, y, C, classes = batch(z, labels, num_classes)
+    st = _stats_of(zt, y, C, classes, covariance=False)
+    _require_complete(st, "labels", "within_class_variation", min_classes=1)
+    return float((_distance_sums(zt, y, st.means) / st.counts.to(F64)).mean())
 
 
-def class_mean_spectrum(mu, floor: float = SPECTRUM_FLOOR, relative: bool = True) -> np.ndarray:
+def class_mean_spectrum(
+    mu: ArrayLike, floor: float = SPECTRUM_FLOOR, relative: bool = True
+) -> npt.NDArray[np.float64]:
     """Sorted spectrum of the covariance of the C class means ("paper" P4, the DC spectrum).
 
     ``Sigma_M = np.cov(mu.T)`` = (1/(C-1)) sum_c (mu_c - mean_c' mu_c')(...)^T, a ``(d, d)``
     symmetric PSD matrix (class means as observations); ``sigma_1 >= ... >= sigma_d`` its
     singular values (= eigenvalues). Returns ``log(max(sigma_i / sigma_1, floor))``, the curve
-    the authors plot against the index ``i = 0..d-1`` (spec/hcl.md §6 item 4; with ``d = C - 1``
-    in the paper). Flat at 0 for a simplex ETF (every sigma_i = C/(C-1)^2); a drop after index
-    ``r`` means the class means span only ``r`` dimensions (dimensional collapse).
+    the authors plot against the index ``i = 0..d-1`` (Jiang et al., arXiv 2311.05139;
+    docs/metrics.md#class-mean-spectrum-and-spectrum_min; ``d = C - 1`` in the paper). Flat at
+    0 for a simplex ETF (every sigma_i = C/(C-1)^2); a drop after index ``r`` means the class
+    means span only ``r`` dimensions (dimensional collapse).
 
     The sigma_i are computed as ``s_i(M~)^2 / (C - 1)`` from the singular values of the centred
     mean matrix (identical in exact arithmetic to the notebook's ``svd(np.cov(mu.T))``, but a
@@ -112,11 +122,14 @@ def class_mean_spectrum(mu, floor: float = SPECTRUM_FLOOR, relative: bool = True
     Returns:
         1-D float64 numpy array of length ``d``.
 
+    Shape:
+        ``mu`` ``(C, d)`` -> ``(d,)``.
+
     Raises:
         ValueError: ``mu`` not 2-D, fewer than 2 rows, non-finite, or a bad ``floor``.
     """
     floor = _check_floor(floor)
-    m = _class_means_input(mu)
+    m = class_means_input(mu)
     C, d = m.shape
     centred = m - m.mean(dim=0, keepdim=True)
     s = torch.linalg.svdvals(centred).cpu().numpy()
@@ -126,19 +139,30 @@ def class_mean_spectrum(mu, floor: float = SPECTRUM_FLOOR, relative: bool = True
     if not relative:
         return sigma
     top = sigma[0]
-    if top <= 0:
-        ratio = np.zeros(d, dtype=np.float64)
-    else:
-        ratio = sigma / top
+    ratio = np.zeros(d, dtype=np.float64) if top <= 0 else sigma / top
     with np.errstate(divide="ignore"):
-        return np.log(np.maximum(ratio, floor))
+        out: npt.NDArray[np.float64] = np.log(np.maximum(ratio, floor))
+    return out
+
+
+def _test_rows(test_labels: object, n: int, classes: torch.Tensor, num_classes: int | None) -> torch.Tensor:
+    """Row indices of the test labels in the training classes (compact relabelling aware)."""
+    C = classes.numel()
+    if num_classes is not None:
+        return labels_of(test_labels, n, C, classes.device, "test_labels")[0]
+    inverse, _, test_classes = labels_of(test_labels, n, None, classes.device, "test_labels")
+    pos = torch.searchsorted(classes, test_classes).clamp_max(C - 1)
+    unknown = test_classes[classes[pos] != test_classes]
+    if unknown.numel() > 0:
+        raise ValueError(f"test_labels: label(s) {unknown[:10].tolist()} have no training sample")
+    return pos[inverse]
 
 
 def ncm_accuracy(
-    train_z,
-    train_labels,
-    test_z,
-    test_labels,
+    train_z: ArrayLike,
+    train_labels: ArrayLike,
+    test_z: ArrayLike,
+    test_labels: ArrayLike,
     similarity: str = "dot",
     top_k: int = 1,
     num_classes: int | None = None,
@@ -147,46 +171,49 @@ def ncm_accuracy(
 
     Class means ``mu_c`` of the training features; a test point scores
     ``s_c = z_test . mu_c`` (``similarity="dot"``: the authors' classifier, a raw inner product
-    with **un-normalised** means, spec/hcl.md §5.4) or ``s_c = -||z_test - mu_c||``
-    (``"euclidean"``: the standard nearest class centre, spec/metrics.md §3.4). A test point is
-    correct at top-k when fewer than ``k`` classes rank above its true class, ties broken toward
-    the lower class index (so top-1 equals ``argmax`` with first-occurrence tie-breaking).
-
-    Shapes: ``train_z`` ``(N, d)``, ``train_labels`` ``(N,)``, ``test_z`` ``(M, d)``,
-    ``test_labels`` ``(M,)`` -> float in [0, 1] (fraction, not percent).
+    with **un-normalised** means) or ``s_c = -||z_test - mu_c||`` (``"euclidean"``: the standard
+    nearest class centre); docs/metrics.md#ncm-accuracy. A test point is correct at top-k when
+    fewer than ``k`` classes rank above its true class, ties broken toward the lower class index
+    (so top-1 equals ``argmax`` with first-occurrence tie-breaking).
 
     Args:
+        train_z: training features ``(N, d)``.
+        train_labels: training labels ``(N,)``.
+        test_z: test features ``(M, d)`` (moved to ``train_z``'s device).
+        test_labels: test labels ``(M,)``.
         similarity: ``"dot"`` or ``"euclidean"``.
         top_k: ``k`` in ``[1, C]`` (the authors record top-1 and top-5).
-        num_classes: ``C``; default ``train_labels.max() + 1``. Every class needs a training
-            sample; test labels must lie in ``[0, C)``.
+        num_classes: ``C`` (every class needs a training sample; test labels in ``[0, C)``), or
+            ``None``: the classes are the distinct training labels, and a test label without a
+            training sample raises.
+
+    Returns:
+        The accuracy, a fraction in ``[0, 1]`` (not percent).
+
+    Shape:
+        ``train_z`` ``(N, d)``, ``train_labels`` ``(N,)``, ``test_z`` ``(M, d)``,
+        ``test_labels`` ``(M,)`` -> float.
 
     Raises:
         ValueError: bad ``similarity``/``top_k``, dimension mismatch between train and test,
-            labels out of range, or an empty training class.
+            labels out of range, or a training class without a sample.
     """
-    if similarity not in ("dot", "euclidean"):
-        raise ValueError(f"similarity must be 'dot' or 'euclidean', got {similarity!r}")
-    tr = _features(train_z, "train_z")
-    te = _features(test_z, "test_z")
+    one_of("similarity", similarity, SIMILARITIES)
+    tr, ytr, C, classes = batch(train_z, train_labels, num_classes, "train_z", "train_labels")
+    te = features(test_z, "test_z", device=tr.device)
     if te.shape[1] != tr.shape[1]:
         raise ValueError(f"test_z has dimension d = {te.shape[1]} but train_z has d = {tr.shape[1]}")
-    te = te.to(tr.device)
-    ytr, C = _labels(train_labels, tr.shape[0], num_classes, tr.device, "train_labels")
-    yte, _ = _labels(test_labels, te.shape[0], C, tr.device, "test_labels")
+    st = _stats_of(tr, ytr, C, classes, covariance=False)
+    _require_complete(st, "train_labels", "ncm_accuracy", min_classes=1)
+    yte = _test_rows(test_labels, te.shape[0], classes, None if num_classes is None else C)
     top_k = integer("top_k", top_k, lo=1, hi=C)
-    _, mu = _means64(tr, ytr, C, "train_labels")
-    correct = 0
-    chunk = 4096
+    mu = st.means
+    correct = torch.zeros((), dtype=torch.int64, device=tr.device)
     cls = torch.arange(C, device=tr.device)
-    for start in range(0, te.shape[0], chunk):
-        x = te[start : start + chunk]
-        yy = yte[start : start + chunk]
-        if similarity == "dot":
-            s = x @ mu.T
-        else:
-            s = -torch.cdist(x, mu, compute_mode="donot_use_mm_for_euclid_dist")
+    for start in range(0, te.shape[0], _CHUNK):
+        yy = yte[start : start + _CHUNK]
+        s = _centre_scores(te[start : start + _CHUNK], mu, similarity)
         s_true = s.gather(1, yy.unsqueeze(1))
         above = (s > s_true) | ((s == s_true) & (cls.unsqueeze(0) < yy.unsqueeze(1)))
-        correct += int((above.sum(dim=1) < top_k).sum())
-    return correct / te.shape[0]
+        correct += (above.sum(dim=1) < top_k).sum()
+    return int(correct) / te.shape[0]

@@ -1,31 +1,49 @@
-"""The statistics kernel of the collapse metrics: validated inputs, class counts and means, the
-global mean, Sigma_W and Sigma_B (notation: :mod:`theory.collapse`).
+"""The statistics kernel of the collapse metrics: per-class statistics and the covariances.
 
-Papyan, Han & Donoho (PNAS 2020), spec/metrics.md §0. The batch metrics
-(:mod:`~theory.collapse.paper`, :mod:`~theory.collapse.standard`) and the streaming
-:class:`~theory.collapse.streaming.ClassStatsAccumulator` compute their covariances with the same
-kernels (:func:`_covariance_from_scatter`, :func:`_between_from_means`), so both paths share every
-operation after the per-class statistics.
+Papyan, Han & Donoho (PNAS 2020); docs/metrics.md#shared-statistics. Notation:
+:mod:`theory.collapse`.
 
-Every statistic is computed in float64 on the input's device.
+Every metric of the package either takes statistics (class means ``mu``, a :class:`ClassStats`)
+or computes them here, and the streaming
+:class:`~theory.collapse.streaming.ClassStatsAccumulator` folds per-batch :class:`ClassStats`
+with :func:`merge_class_stats`: there is one implementation of each formula.
+
+* :func:`class_stats` -- the sufficient statistics of a labelled batch: counts ``n_c``, means
+  ``mu_c``, within-class sums of squares ``sum_{i in c} ||z_i - mu_c||^2`` and (optionally) the
+  pooled within-class scatter ``S_W = sum_i (z_i - mu_{y_i})(z_i - mu_{y_i})^T``.
+* :func:`merge_class_stats` -- the pairwise update of Chan, Golub & LeVeque (1979).
+* :func:`within_class_covariance_from_stats` (``Sigma_W = S_W / N``) and
+  :func:`between_class_covariance_from_stats` (``Sigma_B``, centred at the sample mean), and their
+  raw-input forms :func:`within_class_covariance`, :func:`between_class_covariance`.
+* :func:`class_counts`, :func:`class_means`, :func:`global_mean` on raw inputs.
+
+Everything is computed in float64 on the device of the features.
 """
 
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from theory.validation import integer, real
+from theory.collapse._geometry import symmetrised
+from theory.collapse._inputs import F64, ArrayLike, as_tensor, batch, features, labels_of
+from theory.validation import real
 
 __all__ = [
     "SPECTRUM_FLOOR",
-    "class_means",
+    "ClassStats",
+    "class_stats",
+    "merge_class_stats",
     "class_counts",
+    "class_means",
     "global_mean",
     "within_class_covariance",
     "between_class_covariance",
+    "within_class_covariance_from_stats",
+    "between_class_covariance_from_stats",
 ]
 
 #: Default floor of the spectra: a singular value below ``SPECTRUM_FLOOR * sigma_max`` (in
@@ -35,221 +53,435 @@ __all__ = [
 #: means "zero to working precision".
 SPECTRUM_FLOOR = 1e-30
 
-_F64 = torch.float64
-_EPS64 = float(np.finfo(np.float64).eps)
-
-
-# --------------------------------------------------------------------------------------------
-# Input handling
-# --------------------------------------------------------------------------------------------
-
-
-def _to_tensor(x, name: str) -> torch.Tensor:
-    if isinstance(x, torch.Tensor):
-        return x.detach()
-    if isinstance(x, np.ndarray):
-        return torch.from_numpy(np.ascontiguousarray(x))
-    try:
-        return torch.as_tensor(np.asarray(x))
-    except Exception as exc:
-        raise ValueError(f"{name} must be a torch tensor or numpy array, got {type(x).__name__}") from exc
-
-
-def _features(x, name: str = "z", min_rows: int = 1) -> torch.Tensor:
-    """``x`` as a 2-D float64 torch tensor (same device), validated."""
-    t = _to_tensor(x, name)
-    if t.dim() != 2:
-        raise ValueError(f"{name} must be 2-D (rows, d), got shape {tuple(t.shape)}")
-    if t.dtype == torch.bool or t.is_complex():
-        raise ValueError(f"{name} must be a real floating array, got dtype {t.dtype}")
-    t = t.to(_F64)
-    if t.shape[0] < min_rows:
-        raise ValueError(f"{name} needs at least {min_rows} rows, got shape {tuple(t.shape)}")
-    if t.shape[1] < 1:
-        raise ValueError(f"{name} must have at least one column, got shape {tuple(t.shape)}")
-    if not bool(torch.isfinite(t).all()):
-        raise ValueError(f"{name} contains non-finite values (NaN or inf)")
-    return t
-
-
-def _check_num_classes(num_classes) -> int | None:
-    return None if num_classes is None else integer("num_classes", num_classes, lo=1)
-
-
-def _labels(labels, n: int, num_classes, device, name: str = "labels") -> tuple[torch.Tensor, int]:
-    """Validated int64 labels of length ``n`` and the number of classes ``C``."""
-    num_classes = _check_num_classes(num_classes)
-    y = _to_tensor(labels, name)
-    if y.dim() != 1:
-        raise ValueError(f"{name} must be 1-D (N,), got shape {tuple(y.shape)}")
-    if y.dtype == torch.bool or y.is_floating_point() or y.is_complex():
-        raise ValueError(f"{name} must hold integers, got dtype {y.dtype}")
-    if y.shape[0] != n:
-        raise ValueError(f"{name} has length {y.shape[0]} but the features have {n} rows")
-    y = y.to(device=device, dtype=torch.int64)
-    if n == 0:
-        raise ValueError(f"{name} is empty")
-    lo, hi = int(y.min()), int(y.max())
-    if lo < 0:
-        raise ValueError(f"{name} must be >= 0, got a label {lo}")
-    C = hi + 1 if num_classes is None else num_classes
-    if hi >= C:
-        raise ValueError(f"{name} must be < num_classes = {C}, got a label {hi}")
-    return y, C
-
-
-def _means64(z: torch.Tensor, y: torch.Tensor, C: int, name: str = "labels"):
-    """Per-class counts ``(C,)`` and float64 means ``(C, d)``; ValueError on an empty class."""
-    counts = torch.bincount(y, minlength=C)
-    empty = torch.nonzero(counts == 0).flatten()
-    if empty.numel() > 0:
-        shown = empty[:10].tolist()
-        raise ValueError(
-            f"{name}: class(es) {shown}{' ...' if empty.numel() > 10 else ''} have no sample "
-            f"(C = {C}); their class mean is undefined"
-        )
-    sums = torch.zeros(C, z.shape[1], dtype=_F64, device=z.device).index_add_(0, y, z)
-    return counts, sums / counts.to(_F64).unsqueeze(1)
-
-
-def _class_means_input(mu, name: str = "mu", min_classes: int = 2) -> torch.Tensor:
-    t = _features(mu, name)
-    if t.shape[0] < min_classes:
-        raise ValueError(f"{name} needs at least {min_classes} classes (rows), got shape {tuple(t.shape)}")
-    return t
-
-
-def _global_mean(mu: torch.Tensor, global_mean) -> torch.Tensor:
-    if global_mean is None:
-        return mu.mean(dim=0)
-    g = _to_tensor(global_mean, "global_mean")
-    if g.dim() != 1 or g.shape[0] != mu.shape[1]:
-        raise ValueError(f"global_mean must have shape ({mu.shape[1]},) to match mu, got {tuple(g.shape)}")
-    g = g.to(device=mu.device, dtype=_F64)
-    if not bool(torch.isfinite(g).all()):
-        raise ValueError("global_mean contains non-finite values")
-    return g
-
-
 _check_floor = functools.partial(real, "floor", lo=0, hi=1, hi_open=True)
 
 
-def _unit_rows(m: torch.Tensor) -> torch.Tensor:
-    """Rows divided by their norm; an exactly-zero row stays zero (its cosines are 0)."""
-    norms = torch.linalg.vector_norm(m, dim=1, keepdim=True)
-    return m / torch.where(norms > 0, norms, torch.ones_like(norms))
-
-
-def _offdiag(a: torch.Tensor) -> torch.Tensor:
-    C = a.shape[0]
-    return a[~torch.eye(C, dtype=torch.bool, device=a.device)]
-
-
 # --------------------------------------------------------------------------------------------
-# The kernel: per-class statistics -> covariances (shared by the batch and streaming paths)
+# The statistics
 # --------------------------------------------------------------------------------------------
 
 
-def _symmetrised(m: torch.Tensor) -> torch.Tensor:
-    """``(m + m^T) / 2``: exactly symmetric (and the identity on an exactly symmetric ``m``)."""
-    return (m + m.T) / 2
+@dataclass(frozen=True, eq=False)
+class ClassStats:
+    """Sufficient per-class statistics of labelled features, in float64 on one device.
+
+    Row ``k`` of every per-class field belongs to the class whose label value is
+    ``classes[k]``. A class with no sample (possible only when ``num_classes`` was given) is
+    *missing*: its count is 0, its mean a row of NaN (never a zero row) and its sum of squares 0.
+    Metrics that average over classes raise ``ValueError`` on missing classes; :meth:`present`
+    excludes them explicitly.
+
+    Attributes:
+        counts: ``n_c``, int64 ``(C,)``.
+        means: ``mu_c = (1/n_c) sum_{i: y_i = c} z_i``, float64 ``(C, d)``; NaN rows for missing
+            classes.
+        within_ss: ``sum_{i: y_i = c} ||z_i - mu_c||^2``, float64 ``(C,)`` (the within-class sum of
+            squares, the trace of class ``c``'s scatter; CDNV needs it).
+        scatter: ``S_W = sum_i (z_i - mu_{y_i})(z_i - mu_{y_i})^T``, float64 ``(d, d)``, pooled
+            over classes (NC1 needs it), or ``None`` when computed with ``covariance=False``.
+            Per-class scatter matrices (``O(C d^2)``) are not kept.
+        classes: the label value of each row, int64 ``(C,)``.
+    """
+
+    counts: torch.Tensor
+    means: torch.Tensor
+    within_ss: torch.Tensor
+    scatter: torch.Tensor | None
+    classes: torch.Tensor
+
+    def __post_init__(self) -> None:
+        if self.means.dim() != 2 or self.means.dtype != F64:
+            raise ValueError(
+                f"means must be a float64 (C, d) tensor, got {self.means.dtype} {tuple(self.means.shape)}"
+            )
+        C, d = self.means.shape
+        expect: dict[str, tuple[torch.Tensor | None, tuple[int, ...], torch.dtype]] = {
+            "counts": (self.counts, (C,), torch.int64),
+            "within_ss": (self.within_ss, (C,), F64),
+            "scatter": (self.scatter, (d, d), F64),
+            "classes": (self.classes, (C,), torch.int64),
+        }
+        for name, (t, shape, dtype) in expect.items():
+            if t is None:
+                continue
+            if tuple(t.shape) != shape or t.dtype != dtype:
+                raise ValueError(f"{name} must be {dtype} of shape {shape}, got {t.dtype} {tuple(t.shape)}")
+            if t.device != self.means.device:
+                raise ValueError(f"{name} is on {t.device} but means is on {self.means.device}")
+
+    @property
+    def num_classes(self) -> int:
+        """``C``, the number of rows (missing classes included)."""
+        return int(self.means.shape[0])
+
+    @property
+    def dim(self) -> int:
+        """``d``, the feature dimension."""
+        return int(self.means.shape[1])
+
+    @property
+    def device(self) -> torch.device:
+        """The device every field lives on."""
+        return self.means.device
+
+    @property
+    def num_samples(self) -> int:
+        """``N = sum_c n_c``."""
+        return int(self.counts.sum())
+
+    @property
+    def missing(self) -> torch.Tensor:
+        """Label values of the classes with no sample, int64 ``(m,)`` (empty if none)."""
+        return self.classes[self.counts == 0]
+
+    @property
+    def sums(self) -> torch.Tensor:
+        """``n_c mu_c`` ``(C, d)`` float64 (0 for a missing class)."""
+        return _nan_to_zero(self.means * self.counts.to(F64).unsqueeze(1))
+
+    @property
+    def global_mean(self) -> torch.Tensor:
+        """Sample mean ``mu_G = (1/N) sum_i z_i = sum_c n_c mu_c / N`` ``(d,)`` (Papyan et al.).
+
+        The centre of :func:`between_class_covariance_from_stats` and NC1.
+        """
+        return self.sums.sum(dim=0) / self.counts.sum().to(F64)
+
+    @property
+    def mean_of_class_means(self) -> torch.Tensor:
+        """``(1/C) sum_c mu_c`` ``(d,)``: the centre the NC2 functions default to.
+
+        Equal to :attr:`global_mean` only for balanced classes (docs/metrics.md pitfall 3); NaN
+        when a class is missing.
+        """
+        return self.means.mean(dim=0)
+
+    @property
+    def class_variances(self) -> torch.Tensor:
+        """``sigma_c^2 = within_ss_c / n_c`` ``(C,)`` (NaN for a missing class)."""
+        n = self.counts.to(F64)
+        return torch.where(n > 0, self.within_ss / n, torch.full_like(n, float("nan")))
+
+    def present(self) -> ClassStats:
+        """The statistics restricted to the classes with at least one sample (explicit exclusion).
+
+        ``scatter`` is pooled over samples and is unchanged.
+        """
+        keep = self.counts > 0
+        return ClassStats(
+            counts=self.counts[keep],
+            means=self.means[keep],
+            within_ss=self.within_ss[keep],
+            scatter=self.scatter,
+            classes=self.classes[keep],
+        )
+
+    def to(self, device: torch.device | str) -> ClassStats:
+        """A copy on ``device``."""
+        return ClassStats(
+            counts=self.counts.to(device),
+            means=self.means.to(device),
+            within_ss=self.within_ss.to(device),
+            scatter=None if self.scatter is None else self.scatter.to(device),
+            classes=self.classes.to(device),
+        )
 
 
-def _covariance_from_scatter(scatter: torch.Tensor, n: int | float) -> torch.Tensor:
-    """``Sigma_W = S_W / N`` from the within-class scatter ``S_W = sum_i r_i r_i^T``, symmetrised."""
-    return _symmetrised(scatter / n)
+def _nan_to_zero(t: torch.Tensor) -> torch.Tensor:
+    return torch.where(torch.isnan(t), torch.zeros_like(t), t)
 
 
-def _between_from_means(mu: torch.Tensor, mu_g: torch.Tensor) -> torch.Tensor:
-    """``Sigma_B = (1/C) sum_c (mu_c - mu_G)(mu_c - mu_G)^T`` ``(d, d)``, symmetrised."""
-    c = mu - mu_g
-    return _symmetrised(c.T @ c / mu.shape[0])
+def _stats_of(
+    zt: torch.Tensor, y: torch.Tensor, C: int, classes: torch.Tensor, covariance: bool
+) -> ClassStats:
+    """The kernel: :class:`ClassStats` of validated float64 features and row indices."""
+    d = zt.shape[1]
+    counts = torch.bincount(y, minlength=C)
+    n = counts.to(F64).unsqueeze(1)
+    sums = torch.zeros(C, d, dtype=F64, device=zt.device).index_add_(0, y, zt)
+    means = torch.where(n > 0, sums / n.clamp_min(1.0), torch.full_like(sums, float("nan")))
+    r = zt - means[y]  # every indexed row belongs to a present class
+    within_ss = torch.zeros(C, dtype=F64, device=zt.device).index_add_(0, y, (r * r).sum(dim=1))
+    return ClassStats(counts, means, within_ss, r.T @ r if covariance else None, classes)
 
 
-def _batch_stats(
-    z, labels, num_classes
-) -> tuple[torch.Tensor, torch.Tensor, int, torch.Tensor, torch.Tensor]:
-    """Validated ``(zt, y, C, counts, mu)`` of a labelled batch (float64 features and means)."""
-    zt = _features(z, "z")
-    y, C = _labels(labels, zt.shape[0], num_classes, zt.device)
-    counts, mu = _means64(zt, y, C)
-    return zt, y, C, counts, mu
+def class_stats(
+    z: ArrayLike, labels: ArrayLike, num_classes: int | None = None, *, covariance: bool = True
+) -> ClassStats:
+    """Sufficient per-class statistics of a labelled batch, the input of every ``*_from_stats``.
 
-
-# --------------------------------------------------------------------------------------------
-# Public statistics
-# --------------------------------------------------------------------------------------------
-
-
-def class_means(z, labels, num_classes: int | None = None):
-    """Uncentred class means ``mu_c = (1/n_c) sum_{i: labels_i = c} z_i`` ("paper" and standard).
-
-    Shapes: ``z`` ``(N, d)``, ``labels`` ``(N,)`` -> ``(C, d)``.
-
-    Sums are accumulated in float64; the result has the container type of ``z`` (torch tensor on
-    the same device, or numpy array) and its float dtype (half precision is returned as float32).
-    The HCL authors average the unit-ball-normalised projector outputs of the training set
-    (spec/hcl.md §5.4, the ``feature_bank`` entries).
+    ``n_c``, ``mu_c = (1/n_c) sum_{i: y_i = c} z_i``, ``sum_{i in c} ||z_i - mu_c||^2`` and the
+    pooled scatter ``S_W = sum_i (z_i - mu_{y_i})(z_i - mu_{y_i})^T``, from the residuals to the
+    class means (two-pass, no cancellation). Papyan, Han & Donoho (PNAS 2020);
+    docs/metrics.md#shared-statistics.
 
     Args:
-        z: features ``(N, d)``.
-        labels: integer labels ``(N,)`` in ``[0, C)``.
-        num_classes: ``C``; default ``labels.max() + 1``.
+        z: features ``(N, d)``, any real dtype (computed in float64 on ``z``'s device).
+        labels: integer labels ``(N,)``, ``>= 0``.
+        num_classes: ``C``. Given: labels must lie in ``[0, C)`` and row ``c`` is label ``c``
+            (classes without a sample are missing: NaN mean, count 0). ``None``: the labels are
+            relabelled compactly, row ``k`` is the ``k``-th smallest distinct label
+            (``ClassStats.classes``), and no class is missing.
+        covariance: also form the ``(d, d)`` scatter (needed by NC1 and ``Sigma_W``).
+
+    Returns:
+        :class:`ClassStats` on ``z``'s device.
+
+    Shape:
+        ``z`` ``(N, d)``, ``labels`` ``(N,)`` -> ``means`` ``(C, d)``, ``counts`` ``(C,)``.
 
     Raises:
-        ValueError: non-2-D ``z``, length mismatch, labels out of range, or an empty class.
+        ValueError: bad shapes or dtypes, NaN/inf in ``z``, labels negative or ``>= num_classes``.
     """
-    zt = _features(z, "z")
-    y, C = _labels(labels, zt.shape[0], num_classes, zt.device)
-    _, mu = _means64(zt, y, C)
-    if isinstance(z, torch.Tensor):
-        out_dtype = z.dtype if z.dtype in (torch.float32, torch.float64) else torch.float32
-        return mu.to(out_dtype)
-    z_np = np.asarray(z)
-    out_dtype = z_np.dtype if z_np.dtype in (np.float32, np.float64) else np.float32
-    return mu.cpu().numpy().astype(out_dtype, copy=False)
+    zt, y, C, classes = batch(z, labels, num_classes)
+    return _stats_of(zt, y, C, classes, bool(covariance))
 
 
-def class_counts(labels, num_classes: int | None = None) -> torch.Tensor:
-    """Per-class sample counts ``n_c = #{i : labels_i = c}``, an int64 tensor ``(C,)``.
+def merge_class_stats(a: ClassStats, b: ClassStats) -> ClassStats:
+    """Statistics of the union of two disjoint sets of samples (Chan, Golub & LeVeque 1979).
 
-    Shapes: ``labels`` ``(N,)`` -> ``(C,)``. Classes without a sample count 0 (no error).
+    Per class, with ``n = n_a + n_b`` and ``delta = mu_b - mu_a``: ``mu = mu_a + delta n_b / n``,
+    ``ss = ss_a + ss_b + (n_a n_b / n) ||delta||^2`` and
+    ``S_W = S_a + S_b + sum_c (n_a n_b / n) delta delta^T``. No raw second moment is differenced,
+    so nothing cancels near collapse. Missing classes stay missing unless the other side has
+    them. The result lives on ``a``'s device; ``scatter`` is ``None`` unless both have one.
 
     Args:
-        labels: integer labels ``(N,)`` in ``[0, C)``.
-        num_classes: ``C``; default ``labels.max() + 1``.
+        a: statistics of the first set.
+        b: statistics of the second set (same ``classes`` and ``d``).
+
+    Returns:
+        The merged :class:`ClassStats`.
+
+    Shape:
+        ``(C, d)`` statistics and ``(C, d)`` statistics -> ``(C, d)`` statistics.
+
+    Raises:
+        ValueError: different dimension or classes (compactly relabelled batches with different
+            label sets cannot be merged: pass ``num_classes``).
+    """
+    if b.device != a.device:
+        b = b.to(a.device)
+    if a.dim != b.dim:
+        raise ValueError(f"b has dimension d = {b.dim} but a has d = {a.dim}")
+    if a.num_classes != b.num_classes or not torch.equal(a.classes, b.classes):
+        raise ValueError(
+            "b has other classes than a (compactly relabelled batches with different label sets "
+            "cannot be merged; pass num_classes so that row c is label c)"
+        )
+    na, nb = a.counts.to(F64), b.counts.to(F64)
+    n = na + nb
+    both = (na > 0) & (nb > 0)
+    delta = torch.where(both.unsqueeze(1), b.means - a.means, torch.zeros_like(a.means))
+    w = torch.where(both, na * nb / n.clamp_min(1.0), torch.zeros_like(n))
+    frac = (nb / n.clamp_min(1.0)).unsqueeze(1)
+    means = torch.where(
+        (nb == 0).unsqueeze(1), a.means, torch.where((na == 0).unsqueeze(1), b.means, a.means + delta * frac)
+    )
+    within_ss = a.within_ss + b.within_ss + w * (delta * delta).sum(dim=1)
+    scatter = None
+    if a.scatter is not None and b.scatter is not None:
+        scatter = a.scatter + b.scatter + (delta * w.unsqueeze(1)).T @ delta
+    return ClassStats(a.counts + b.counts, means, within_ss, scatter, a.classes)
+
+
+# --------------------------------------------------------------------------------------------
+# Checks and small helpers shared by the metric modules
+# --------------------------------------------------------------------------------------------
+
+
+def _require_complete(stats: ClassStats, name: str, what: str, min_classes: int = 2) -> None:
+    """``ValueError`` (naming ``name``) if ``stats`` has fewer than ``min_classes`` or a missing class."""
+    if not isinstance(stats, ClassStats):
+        raise ValueError(f"{name} must be a ClassStats (see class_stats), got {type(stats).__name__}")
+    C = stats.num_classes
+    if C < min_classes:
+        raise ValueError(f"{name}: {what} needs at least {min_classes} classes, got C = {C}")
+    missing = stats.missing
+    if missing.numel() > 0:
+        shown = missing[:10].tolist()
+        raise ValueError(
+            f"{name}: class(es) {shown}{' ...' if missing.numel() > 10 else ''} have no sample "
+            f"(C = {C}); {what} is undefined with a missing class (pass num_classes=None to "
+            "relabel the present classes compactly, or use ClassStats.present())"
+        )
+
+
+def _distance_sums(zt: torch.Tensor, y: torch.Tensor, means: torch.Tensor) -> torch.Tensor:
+    """``sum_{i in c} ||z_i - mu_c||_2`` per class ``(C,)`` (the "paper" P5 numerator)."""
+    dist = torch.linalg.vector_norm(zt - means[y], dim=1)
+    return torch.zeros(means.shape[0], dtype=F64, device=zt.device).index_add_(0, y, dist)
+
+
+# --------------------------------------------------------------------------------------------
+# Covariances from statistics, and the raw-input forms
+# --------------------------------------------------------------------------------------------
+
+
+def within_class_covariance_from_stats(stats: ClassStats) -> torch.Tensor:
+    """``Sigma_W = S_W / N`` ``(d, d)`` float64, symmetrised (docs/metrics.md#notation).
+
+    Papyan, Han & Donoho (PNAS 2020). A missing class contributes nothing (``Sigma_W`` is a sum
+    over samples).
+
+    Args:
+        stats: statistics with a scatter (``covariance=True``).
+
+    Returns:
+        float64 tensor ``(d, d)`` on ``stats``' device.
+
+    Shape:
+        ``stats`` of ``(C, d)`` -> ``(d, d)``.
+
+    Raises:
+        ValueError: ``stats`` has no scatter matrix.
+    """
+    if not isinstance(stats, ClassStats):
+        raise ValueError(f"stats must be a ClassStats (see class_stats), got {type(stats).__name__}")
+    if stats.scatter is None:
+        raise ValueError("stats has no within-class scatter (it was computed with covariance=False)")
+    return symmetrised(stats.scatter / stats.counts.sum().to(F64))
+
+
+def _between(means: torch.Tensor, centre: torch.Tensor) -> torch.Tensor:
+    c = means - centre
+    return symmetrised(c.T @ c / means.shape[0])
+
+
+def between_class_covariance_from_stats(stats: ClassStats) -> torch.Tensor:
+    """``Sigma_B = (1/C) sum_c (mu_c - mu_G)(mu_c - mu_G)^T`` ``(d, d)`` float64, symmetrised.
+
+    Centred at the **sample** mean ``mu_G`` (:attr:`ClassStats.global_mean`, Papyan, Han &
+    Donoho, PNAS 2020); rank ``<= C - 1``. docs/metrics.md#notation.
+
+    Args:
+        stats: statistics without missing classes.
+
+    Returns:
+        float64 tensor ``(d, d)`` on ``stats``' device.
+
+    Shape:
+        ``stats`` of ``(C, d)`` -> ``(d, d)``.
+
+    Raises:
+        ValueError: a class is missing (the average over classes is undefined).
+    """
+    _require_complete(stats, "stats", "Sigma_B", min_classes=1)
+    return _between(stats.means, stats.global_mean)
+
+
+def class_counts(labels: ArrayLike, num_classes: int | None = None) -> torch.Tensor:
+    """Per-class sample counts ``n_c = #{i : labels_i = c}``, an int64 tensor ``(C,)``.
+
+    With ``num_classes`` given, entry ``c`` counts label ``c`` (missing classes count 0); without,
+    the distinct labels in increasing order (every count ``>= 1``), as :func:`class_stats`.
+
+    Args:
+        labels: integer labels ``(N,)``, ``>= 0``.
+        num_classes: ``C``, or ``None`` for the compact relabelling.
+
+    Returns:
+        int64 tensor ``(C,)`` on ``labels``' device.
+
+    Shape:
+        ``labels`` ``(N,)`` -> ``(C,)``.
 
     Raises:
         ValueError: non-1-D or non-integer labels, labels out of range, or no label at all.
     """
-    t = _to_tensor(labels, "labels")
-    y, C = _labels(t, t.shape[0] if t.dim() >= 1 else -1, num_classes, t.device)
+    t = as_tensor(labels, "labels")
+    y, C, _ = labels_of(t, t.shape[0] if t.dim() >= 1 else -1, num_classes, t.device)
     return torch.bincount(y, minlength=C)
 
 
-def global_mean(z) -> torch.Tensor:
+def class_means(z: ArrayLike, labels: ArrayLike, num_classes: int | None = None) -> torch.Tensor | np.ndarray:
+    """Uncentred class means ``mu_c = (1/n_c) sum_{i: labels_i = c} z_i`` ("paper" and standard).
+
+    Sums are accumulated in float64 (:func:`class_stats`); the result has the container type of
+    ``z`` (a torch tensor on the same device, or a numpy array) and its float dtype (half
+    precision and integers are returned as float32). The HCL authors average the
+    unit-ball-normalised projector outputs of the training set (docs/metrics.md#which-tensor).
+
+    Args:
+        z: features ``(N, d)``.
+        labels: integer labels ``(N,)``, ``>= 0``.
+        num_classes: ``C`` (row ``c`` = label ``c``; a class without a sample gets a row of NaN),
+            or ``None`` (compact relabelling: rows in increasing label order, none missing).
+
+    Returns:
+        ``(C, d)`` tensor or array.
+
+    Shape:
+        ``z`` ``(N, d)``, ``labels`` ``(N,)`` -> ``(C, d)``.
+
+    Raises:
+        ValueError: bad shapes or dtypes, NaN/inf in ``z``, labels out of range.
+    """
+    mu = class_stats(z, labels, num_classes, covariance=False).means
+    if isinstance(z, torch.Tensor):
+        out_dtype = z.dtype if z.dtype in (torch.float32, torch.float64) else torch.float32
+        return mu.to(out_dtype)
+    z_np = np.asarray(z)
+    np_dtype = z_np.dtype if z_np.dtype in (np.float32, np.float64) else np.dtype(np.float32)
+    return mu.cpu().numpy().astype(np_dtype, copy=False)
+
+
+def global_mean(z: ArrayLike) -> torch.Tensor:
     """Sample mean ``mu_G = (1/N) sum_i z_i`` of the features, a float64 tensor ``(d,)``.
 
     Papyan et al. (2020); equals the mean of the class means only for balanced classes
-    (spec/metrics.md pitfall 3). Shapes: ``z`` ``(N, d)`` -> ``(d,)``.
+    (docs/metrics.md#pitfalls, 3). Both are on :class:`ClassStats` (``global_mean``,
+    ``mean_of_class_means``).
+
+    Args:
+        z: features ``(N, d)``.
+
+    Returns:
+        float64 tensor ``(d,)`` on ``z``'s device.
+
+    Shape:
+        ``z`` ``(N, d)`` -> ``(d,)``.
     """
-    return _features(z, "z").mean(dim=0)
+    return features(z, "z").mean(dim=0)
 
 
-def within_class_covariance(z, labels, num_classes: int | None = None) -> torch.Tensor:
-    """``Sigma_W = (1/N) sum_i (z_i - mu_{y_i})(z_i - mu_{y_i})^T``, ``(d, d)`` float64 tensor.
+def within_class_covariance(z: ArrayLike, labels: ArrayLike, num_classes: int | None = None) -> torch.Tensor:
+    """``Sigma_W = (1/N) sum_i (z_i - mu_{y_i})(z_i - mu_{y_i})^T`` of raw inputs.
 
-    Papyan, Han & Donoho (PNAS 2020), spec/metrics.md §0. Symmetrised.
+    :func:`within_class_covariance_from_stats` of :func:`class_stats` (Papyan, Han & Donoho,
+    PNAS 2020).
+
+    Args:
+        z: features ``(N, d)``.
+        labels: integer labels ``(N,)``.
+        num_classes: ``C`` or ``None`` (as :func:`class_stats`).
+
+    Returns:
+        float64 tensor ``(d, d)`` on ``z``'s device, symmetrised.
+
+    Shape:
+        ``z`` ``(N, d)``, ``labels`` ``(N,)`` -> ``(d, d)``.
     """
-    zt, y, _, _, mu = _batch_stats(z, labels, num_classes)
-    r = zt - mu[y]
-    return _covariance_from_scatter(r.T @ r, zt.shape[0])
+    return within_class_covariance_from_stats(class_stats(z, labels, num_classes))
 
 
-def between_class_covariance(z, labels, num_classes: int | None = None) -> torch.Tensor:
-    """``Sigma_B = (1/C) sum_c (mu_c - mu_G)(mu_c - mu_G)^T``, ``(d, d)`` float64 tensor.
+def between_class_covariance(z: ArrayLike, labels: ArrayLike, num_classes: int | None = None) -> torch.Tensor:
+    """``Sigma_B = (1/C) sum_c (mu_c - mu_G)(mu_c - mu_G)^T`` of raw inputs, ``mu_G`` the sample mean.
 
-    ``mu_G`` is the sample mean of ``z`` (Papyan et al. 2020), spec/metrics.md §0. Symmetrised.
+    :func:`between_class_covariance_from_stats` of :func:`class_stats` (Papyan, Han & Donoho,
+    PNAS 2020).
+
+    Args:
+        z: features ``(N, d)``.
+        labels: integer labels ``(N,)``.
+        num_classes: ``C`` or ``None`` (as :func:`class_stats`); a missing class raises.
+
+    Returns:
+        float64 tensor ``(d, d)`` on ``z``'s device, symmetrised.
+
+    Shape:
+        ``z`` ``(N, d)``, ``labels`` ``(N,)`` -> ``(d, d)``.
     """
-    zt, _, _, _, mu = _batch_stats(z, labels, num_classes)
-    return _between_from_means(mu, zt.mean(dim=0))
+    st = class_stats(z, labels, num_classes, covariance=False)
+    _require_complete(st, "labels", "Sigma_B", min_classes=1)
+    return between_class_covariance_from_stats(st)

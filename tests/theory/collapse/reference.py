@@ -1,4 +1,8 @@
-"""Data builders and slow Python-loop references shared by the collapse metric tests."""
+"""Data builders and slow Python-loop references shared by the collapse metric tests.
+
+The references are written from the definitions in docs/metrics.md with Python loops (and numpy
+only for small linear algebra); they never call theory.collapse.
+"""
 
 import math
 
@@ -91,3 +95,64 @@ def ref_ncm(train_z, train_labels, test_z, test_labels, C, similarity, k):
         order = sorted(range(C), key=lambda c: -scores[c])
         correct += y in order[:k]
     return correct / len(test_labels)
+
+
+def ref_class_stats(z, labels, C):
+    """counts, means (NaN rows for empty classes), within-class sums of squares, pooled scatter."""
+    z = np.asarray(z, dtype=np.float64)
+    d = z.shape[1]
+    counts = [0] * C
+    sums = [[0.0] * d for _ in range(C)]
+    for i, y in enumerate(labels):
+        counts[y] += 1
+        for k in range(d):
+            sums[y][k] += z[i, k]
+    means = np.full((C, d), np.nan)
+    for c in range(C):
+        if counts[c]:
+            means[c] = [s / counts[c] for s in sums[c]]
+    ss = np.zeros(C)
+    scatter = np.zeros((d, d))
+    for i, y in enumerate(labels):
+        r = z[i] - means[y]
+        ss[y] += sum(x * x for x in r)
+        for a in range(d):
+            for b in range(d):
+                scatter[a, b] += r[a] * r[b]
+    return np.array(counts), means, ss, scatter
+
+
+def ref_nc3(W, mu, g):
+    """|| W/||W||_F - (mu - g)/||mu - g||_F ||_F^2 with loops."""
+    C, d = len(mu), len(mu[0])
+    c = [[mu[i][k] - g[k] for k in range(d)] for i in range(C)]
+    nw = math.sqrt(sum(W[i][k] ** 2 for i in range(C) for k in range(d)))
+    nm = math.sqrt(sum(c[i][k] ** 2 for i in range(C) for k in range(d)))
+    return sum((W[i][k] / nw - c[i][k] / nm) ** 2 for i in range(C) for k in range(d))
+
+
+def ref_nc3_zhu(W, mu, g):
+    """|| W M~^T / ||W M~^T||_F - (I - J/C)/sqrt(C-1) ||_F with loops."""
+    C, d = len(mu), len(mu[0])
+    c = [[mu[i][k] - g[k] for k in range(d)] for i in range(C)]
+    G = [[sum(W[a][k] * c[b][k] for k in range(d)) for b in range(C)] for a in range(C)]
+    fro = math.sqrt(sum(G[a][b] ** 2 for a in range(C) for b in range(C)))
+    tot = 0.0
+    for a in range(C):
+        for b in range(C):
+            target = ((1.0 if a == b else 0.0) - 1.0 / C) / math.sqrt(C - 1)
+            tot += (G[a][b] / fro - target) ** 2
+    return math.sqrt(tot)
+
+
+def ref_nc4(W, b, z, mu):
+    """Fraction of rows where argmax_c (w_c.z + b_c) == argmin_c ||z - mu_c|| (first index on ties)."""
+    C = len(mu)
+    agree = 0
+    for x in z:
+        scores = [sum(wk * xk for wk, xk in zip(W[c], x)) + b[c] for c in range(C)]
+        dists = [math.sqrt(sum((xk - mk) ** 2 for xk, mk in zip(x, mu[c]))) for c in range(C)]
+        clf = max(range(C), key=lambda c: (scores[c], -c))
+        ncc = min(range(C), key=lambda c: (dists[c], c))
+        agree += clf == ncc
+    return agree / len(z)

@@ -187,7 +187,8 @@ def test_total_collapse_to_one_point():
     np.testing.assert_array_equal(class_mean_spectrum(mu, relative=False), 0.0)
     z = np.concatenate([mu, mu + 0.01])
     labels = np.array([0, 1, 2, 3, 0, 1, 2, 3])
-    assert nc1(z, labels) == math.inf  # Sigma_B = 0: classes indistinguishable
+    with pytest.raises(ValueError, match="coincide"):  # Sigma_B = 0: NC1 undefined
+        nc1(z, labels)
     assert nc1_cdnv(z, labels) == math.inf
     assert effective_rank(np.zeros((3, 4))) == 0.0
     assert erank_cov(np.zeros((3, 4))) == 0.0

@@ -1,69 +1,98 @@
-"""The streaming ClassStatsAccumulator (theory.collapse.streaming) against the batch metrics."""
+"""The streaming accumulator (theory.collapse.streaming) against the batch path and loop references."""
 
 import numpy as np
 import pytest
 import torch
 
-from tests.theory.collapse.reference import _noisy_classes, ref_class_means
+from tests.theory.collapse.reference import _noisy_classes, ref_class_means, ref_class_stats
 from theory.collapse import (
     ClassStatsAccumulator,
     between_class_covariance,
     class_means,
+    class_stats,
     nc1,
     nc1_cdnv,
+    nc1_from_stats,
     within_class_covariance,
     within_class_variation,
 )
 
-# ------------------------------------------------------------------------------------------------
-# Streaming accumulator
-# ------------------------------------------------------------------------------------------------
+
+def _random_chunks(rng, n, max_parts=9):
+    """Random cut points: chunk sizes from 1 row to most of the data, in a random order."""
+    k = int(rng.integers(1, max_parts))
+    cuts = np.sort(rng.choice(np.arange(1, n), size=k, replace=False))
+    return np.split(rng.permutation(n), cuts)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-@pytest.mark.parametrize("covariance", [True, False])
-def test_accumulator_equals_full_computation(dtype, covariance, np_rng):
-    rng = np_rng(15)
-    C, d = 5, 6
-    z_np, labels = _noisy_classes(rng, C, d, 40, unbalanced=True)
-    z = torch.tensor(z_np, dtype=dtype)
-    N = z.shape[0]
-    sizes = [1, 7, 100, 45, N - 153]
-    acc = ClassStatsAccumulator(num_classes=C, covariance=covariance)
-    start = 0
-    for i, b in enumerate(sizes):  # alternate torch and numpy batches
-        zb, yb = z[start : start + b], labels[start : start + b]
-        acc.update(zb if i % 2 else zb.numpy(), yb)
-        start += b
-    assert torch.equal(acc.counts, torch.bincount(torch.from_numpy(labels), minlength=C))
-    z64 = z.to(torch.float64)  # the accumulator keeps float64 statistics of the given values
-    torch.testing.assert_close(acc.class_means(), class_means(z64, labels), rtol=1e-12, atol=1e-12)
-    torch.testing.assert_close(acc.global_mean(), z64.mean(0), rtol=1e-12, atol=1e-12)
+@pytest.mark.parametrize("seed", range(6))
+def test_accumulator_equals_batch_path_to_1e_12_float64(seed, np_rng):
+    rng = np_rng(200 + seed)
+    C, d = int(rng.integers(2, 7)), int(rng.integers(1, 8))
+    z, labels = _noisy_classes(rng, C, d, int(rng.integers(3, 30)), unbalanced=bool(seed % 2))
+    acc = ClassStatsAccumulator(num_classes=C)
+    for i, idx in enumerate(_random_chunks(rng, len(labels))):  # alternate torch and numpy batches
+        acc.update(torch.from_numpy(z[idx]) if i % 2 else z[idx], labels[idx])
+    full = class_stats(z, labels, C)
+    st = acc.stats()
+    assert torch.equal(st.counts, full.counts)
+    for name in ("means", "within_ss", "scatter"):
+        torch.testing.assert_close(getattr(st, name), getattr(full, name), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(acc.global_mean(), torch.from_numpy(z).mean(0), rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(
-        acc.between_class_covariance(), between_class_covariance(z, labels), rtol=1e-10, atol=1e-12
+        acc.within_class_covariance(), within_class_covariance(z, labels), rtol=1e-12, atol=1e-12
     )
-    assert acc.nc1_cdnv() == pytest.approx(nc1_cdnv(z, labels), rel=1e-10)
     torch.testing.assert_close(
-        acc.class_sums(),
-        torch.from_numpy(ref_class_means(z64.numpy(), labels, C)) * acc.counts[:, None].double(),
+        acc.between_class_covariance(), between_class_covariance(z, labels), rtol=1e-12, atol=1e-12
     )
-    if covariance:
-        torch.testing.assert_close(
-            acc.within_class_covariance(), within_class_covariance(z, labels), rtol=1e-10, atol=1e-12
-        )
-        assert acc.nc1() == pytest.approx(nc1(z, labels), rel=1e-10)
-    else:
-        with pytest.raises(RuntimeError):
-            acc.nc1()
-    with pytest.raises(RuntimeError, match="second pass"):
-        acc.within_class_variation()
-    # pass 2 with a different batching and order
-    perm = rng.permutation(N)
-    for chunk in np.array_split(perm, 4):
-        acc.update_distances(z[chunk], labels[chunk])
+    assert acc.nc1() == pytest.approx(nc1(z, labels), rel=1e-12)
+    assert acc.nc1() == nc1_from_stats(st)
+    assert acc.nc1_cdnv() == pytest.approx(nc1_cdnv(z, labels), rel=1e-12)
+    # against the loop reference too
+    counts, means, ss, scatter = ref_class_stats(z, labels, C)
+    np.testing.assert_allclose(st.within_ss.numpy(), ss, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(acc.class_means().numpy(), means, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(acc.class_sums().numpy(), means * counts[:, None], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(st.scatter.numpy(), scatter, rtol=1e-12, atol=1e-12)
+    # pass 2 with another random batching
+    for idx in _random_chunks(rng, len(labels)):
+        acc.update_distances(z[idx], labels[idx])
     assert acc.within_class_variation() == pytest.approx(within_class_variation(z, labels), rel=1e-12)
     with pytest.raises(RuntimeError, match="frozen"):
         acc.update(z[:3], labels[:3])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_accumulator_low_precision_batches(dtype, np_rng):
+    """Half/single-precision batches are accumulated in float64 from the values they hold."""
+    rng = np_rng(17)
+    C, d = 4, 5
+    z_np, labels = _noisy_classes(rng, C, d, 25, unbalanced=True)
+    z = torch.tensor(z_np, dtype=dtype)
+    acc = ClassStatsAccumulator(C)
+    for idx in _random_chunks(rng, len(labels)):
+        acc.update(z[idx], labels[idx])
+    z64 = z.to(torch.float64)
+    assert acc.class_means().dtype == torch.float64
+    torch.testing.assert_close(acc.class_means(), class_means(z64, labels), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(
+        acc.within_class_covariance(), within_class_covariance(z64, labels), rtol=1e-12, atol=1e-12
+    )
+    assert acc.nc1() == pytest.approx(nc1(z, labels), rel=1e-12)
+
+
+def test_accumulator_without_covariance(np_rng):
+    rng = np_rng(15)
+    z, labels = _noisy_classes(rng, 3, 4, 10)
+    acc = ClassStatsAccumulator(3, covariance=False)
+    for idx in _random_chunks(rng, len(labels)):
+        acc.update(z[idx], labels[idx])
+    assert acc.stats().scatter is None
+    assert acc.nc1_cdnv() == pytest.approx(nc1_cdnv(z, labels), rel=1e-12)
+    with pytest.raises(RuntimeError, match="scatter"):
+        acc.nc1()
+    with pytest.raises(RuntimeError, match="scatter"):
+        acc.within_class_covariance()
 
 
 def test_accumulator_is_stable_near_collapse(np_rng):
@@ -87,22 +116,45 @@ def test_accumulator_is_stable_near_collapse(np_rng):
     assert acc.nc1() == pytest.approx(nc1(z, labels), rel=1e-6)
 
 
-def test_accumulator_validation():
+def test_accumulator_missing_classes_and_validation():
     acc = ClassStatsAccumulator(3, dim=2)
-    with pytest.raises(RuntimeError):
+    with pytest.raises(RuntimeError, match="no batch"):
         acc.class_means()
+    with pytest.raises(RuntimeError, match="update first"):
+        acc.update_distances(np.zeros((1, 2)), [0])
     with pytest.raises(ValueError, match="dimension"):
         acc.update(np.zeros((4, 3)), [0, 1, 2, 0])
     with pytest.raises(ValueError, match="labels"):
         acc.update(np.zeros((2, 2)), [0, 3])
-    acc.update(np.ones((2, 2)), [0, 1])
-    with pytest.raises(ValueError, match=r"class\(es\) \[2\]"):
-        acc.class_means()
+    acc.update(np.array([[1.0, 1.0], [2.0, 0.0]]), [0, 1])
+    mu = acc.class_means()
+    assert torch.isnan(mu[2]).all() and mu[:2].tolist() == [[1.0, 1.0], [2.0, 0.0]]  # NaN, not zero
+    assert acc.class_sums()[2].tolist() == [0.0, 0.0]
+    for call in (acc.nc1, acc.nc1_cdnv, acc.between_class_covariance):
+        with pytest.raises(ValueError, match=r"class\(es\) \[2\] have no sample"):
+            call()
     acc.update(np.zeros((1, 2)), [2])
+    assert torch.isfinite(acc.class_means()).all()
     acc.update_distances(np.ones((2, 2)), [0, 1])
     with pytest.raises(ValueError, match="update_distances"):
         acc.within_class_variation()  # class 2 missing from pass 2
     with pytest.raises(ValueError, match="num_classes"):
-        ClassStatsAccumulator(0)
-    with pytest.raises(ValueError, match="dim"):
-        ClassStatsAccumulator(3, dim=0)
+        ClassStatsAccumulator(None)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_accumulator_on_cuda_bfloat16(np_rng):
+    rng = np_rng(18)
+    C, d = 5, 16
+    z_np, labels = _noisy_classes(rng, C, d, 200, unbalanced=True)
+    z = torch.tensor(z_np, dtype=torch.bfloat16, device="cuda")
+    y = torch.tensor(labels, device="cuda")
+    acc = ClassStatsAccumulator(C)
+    for idx in _random_chunks(rng, len(labels)):
+        acc.update(z[idx], y[idx])
+    st = acc.stats()
+    assert st.means.device.type == "cuda" and st.means.dtype == torch.float64
+    full = class_stats(z.cpu().double(), labels, C)
+    for name in ("means", "within_ss", "scatter"):
+        torch.testing.assert_close(getattr(st, name).cpu(), getattr(full, name), rtol=1e-12, atol=1e-12)
+    assert acc.nc1() == pytest.approx(nc1(z.cpu(), labels), rel=1e-10)
