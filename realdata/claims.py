@@ -295,7 +295,8 @@ def _digits_tables(rd: Path, scale: str) -> tuple[pd.DataFrame, pd.DataFrame, pd
     hcl, two = digits_runs(scale)
     out = []
     for folder, cfgs in ((rd / DIGITS_HCL, hcl), (rd / DIGITS_TWO, two)):
-        keys = [c.resolved().key() for c in cfgs if store.is_done(folder, c.resolved().key())]
+        done = store.done_keys(folder)
+        keys = [c.resolved().key() for c in cfgs if c.resolved().key() in done]
         out.append(store.load(folder, keys) if keys else pd.DataFrame())
     ev = _load(rd / DIGITS_TWO / "eval")
     if len(ev) and len(out[1]):
@@ -544,7 +545,10 @@ def run_digits(
     fh, ft = rd / DIGITS_HCL, rd / DIGITS_TWO
     hcl, two = digits_runs(scale)
     todo = [
-        (f, c) for f, cs in ((fh, hcl), (ft, two)) for c in cs if not store.is_done(f, c.resolved().key())
+        (f, c)
+        for f, cs, done in ((fh, hcl, store.done_keys(fh)), (ft, two, store.done_keys(ft)))
+        for c in cs
+        if c.resolved().key() not in done
     ]
     cached = len(hcl) + len(two) - len(todo)
     if progress:

@@ -8,18 +8,18 @@ A real-data results folder has the layout of the synthetic store (:mod:`syntheti
     FOLDER/table.csv                     all runs (written by :func:`write_table`)
     FOLDER/gate/<run_key>.csv            WeiNCE runs: per-anchor gate values (epoch, lambda,
                                          lambda_rho, lambda_aic, daic)
-    FOLDER/failed/<run_key>.json         a run that became non-finite: config, epoch, reason
-                                         (never a result; :func:`failures`)
+    FOLDER/failures/<run_key>.json       a run that became non-finite: config, epoch, reason
+                                         (never a result; the synthetic store's failure records)
     FOLDER/checkpoints/<run_key>.pt      the resumable training state (every N epochs)
     FOLDER/checkpoints/<run_key>.final.pt  the trained encoder at the last epoch
 
-Every file is written atomically (temporary file, fsync, rename). Every call into
-:mod:`synthetic.results` made by the real-data package lives here.
+Every file is written atomically (temporary file, fsync, rename); a run file carries the store's
+completion record (row count, epochs, sha256), so an incomplete or corrupt one is never read as a
+result. Every call into :mod:`synthetic.results` made by the real-data package lives here.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,7 @@ __all__ = [
     "final_checkpoint_file",
     "gate_file",
     "is_done",
+    "done_keys",
     "write_result",
     "read_result",
     "write_gate",
@@ -60,28 +61,10 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
-    """Write ``data`` atomically: temporary file in the same folder, fsync, rename, fsync folder."""
-    dest = Path(path)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.parent / f".{dest.name}.{os.getpid()}.tmp"
-    try:
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, dest)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    try:
-        fd = os.open(str(dest.parent), os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    except OSError:
-        pass
-    return dest
+    """Write ``data`` atomically (the store's writer: temporary file, fsync, rename)."""
+    from synthetic.results import atomic_write_bytes as write
+
+    return write(path, data)
 
 
 def run_file(folder: str | os.PathLike, key: str) -> Path:
@@ -106,18 +89,32 @@ def gate_file(folder: str | os.PathLike, key: str) -> Path:
     return _folder(folder) / "gate" / f"{key}.csv"
 
 
-def is_done(folder: str | os.PathLike, key: str) -> bool:
-    """True when run ``key`` is stored as a finished result."""
+def done_keys(folder: str | os.PathLike) -> set[str]:
+    """Keys of the complete, verified runs stored in ``folder``."""
     from synthetic.results import finished_keys
 
-    return key in finished_keys(_folder(folder))
+    return set(finished_keys(_folder(folder))) if (_folder(folder) / "runs").is_dir() else set()
 
 
-def write_result(folder: str | os.PathLike, frame: pd.DataFrame) -> Path:
-    """Store a finished run (one row per recorded epoch) atomically; returns the file."""
-    from synthetic.results import write_run
+def is_done(folder: str | os.PathLike, key: str) -> bool:
+    """True when run ``key`` is stored as a complete, verified result."""
+    return key in done_keys(folder)
 
-    return write_run(_folder(folder), frame)
+
+def write_result(folder: str | os.PathLike, frame: pd.DataFrame, expected: list[int] | None = None) -> Path:
+    """Store a finished run (one row per recorded epoch) atomically; returns the file.
+
+    Args:
+        folder: the results folder.
+        frame: the run's rows.
+        expected: the epochs a complete run records (default: the frame's own epochs).
+    """
+    from synthetic.results import clear_failure, write_run
+
+    want = [int(e) for e in frame["epoch"]] if expected is None else expected
+    path = write_run(_folder(folder), frame, expected=want)
+    clear_failure(_folder(folder), str(frame["run_key"].iloc[0]))
+    return path
 
 
 def read_result(folder: str | os.PathLike, key: str) -> pd.DataFrame:
@@ -142,25 +139,28 @@ def write_failure(
     folder: str | os.PathLike, key: str, config: dict[str, Any], epoch: int, reason: str
 ) -> Path:
     """Record that run ``key`` failed (non-finite parameters, embeddings or loss)."""
-    body = {"run_key": key, "epoch": int(epoch), "reason": str(reason), "config": config}
-    return atomic_write_text(_folder(folder) / "failed" / f"{key}.json", json.dumps(body, indent=2))
+    from synthetic.results import write_failure as write
+
+    info = {
+        "config": config,
+        "epoch": int(epoch),
+        "reason": str(reason),
+        "exception": "NonFiniteRun",
+        "traceback": "",
+    }
+    return write(_folder(folder), key, info)
 
 
 def failure(folder: str | os.PathLike, key: str) -> dict[str, Any] | None:
     """The failure record of run ``key``, or None."""
-    p = _folder(folder) / "failed" / f"{key}.json"
-    if not p.is_file():
-        return None
-    out: dict[str, Any] = json.loads(p.read_text(encoding="utf-8"))
-    return out
+    return failures(folder).get(key)
 
 
-def failures(folder: str | os.PathLike) -> list[dict[str, Any]]:
-    """Every failure record under ``folder``."""
-    d = _folder(folder) / "failed"
-    if not d.is_dir():
-        return []
-    return [json.loads(p.read_text(encoding="utf-8")) for p in sorted(d.glob("*.json"))]
+def failures(folder: str | os.PathLike) -> dict[str, dict[str, Any]]:
+    """Every failure record under ``folder``, by run key."""
+    from synthetic.results import read_failures
+
+    return dict(read_failures(_folder(folder)))
 
 
 def load(folder: str | os.PathLike, keys: list[str] | None = None) -> pd.DataFrame:

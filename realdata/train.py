@@ -434,7 +434,7 @@ def train_run(
     if world.is_main:
         if gate is not None:
             store.write_gate(folder, key, gate)
-        store.write_result(folder, frame)
+        store.write_result(folder, frame, expected=recorded_epochs(cfg.epochs, cfg.eval_every))
     world.barrier()
     return RunOutcome("done", key, cfg, frame, gate, seconds=time.perf_counter() - t_start)
 
