@@ -209,16 +209,18 @@ def train_run(
     cfg = config.resolved(C)
     key = cfg.key()
     folder = options.results
-    if store.is_done(folder, key) and not options.force:
+    ckpt_path = store.checkpoint_file(folder, key)
+    # every rank acts on rank 0's view of the folder (a rank must never resume while another restarts)
+    done, has_ckpt = world.all_objects((store.is_done(folder, key), ckpt_path.is_file()))[0]
+    if done and not options.force:
         return RunOutcome(
             "cached", key, cfg, store.read_result(folder, key), store.read_gate(folder, key), "already stored"
         )
     device = (
         torch.device("cuda", torch.cuda.current_device()) if options.device == "cuda" else torch.device("cpu")
     )
-    ckpt_path = store.checkpoint_file(folder, key)
     payload = None
-    if ckpt_path.is_file() and not options.restart:
+    if has_ckpt and not options.restart:
         if not options.resume:
             raise ValueError(
                 f"a checkpoint of run {key} exists at {ckpt_path}: pass --resume to continue it or "
@@ -305,8 +307,11 @@ def train_run(
 
     def checkpoint(epoch: int, path: Path, full: bool = True) -> None:
         views_states = world.all_objects(streams.views.get_state()) if full else None
-        if not world.is_main:
-            return
+        if world.is_main:
+            _save(epoch, path, full, views_states)
+        world.barrier()  # the file is in place before any rank looks for it
+
+    def _save(epoch: int, path: Path, full: bool, views_states: list[Any] | None) -> None:
         body: dict[str, Any] = {
             "config_key": key,
             "config": cfg.to_dict(),
@@ -407,14 +412,17 @@ def train_run(
             extra["beta_t"] = beta_t
             part = {k: torch.cat([g[k] for g in gate_parts]).double().cpu().numpy() for k in gate_parts[0]}
             gate_rows.append(pd.DataFrame({"epoch": epoch, **part})[list(GATE_COLUMNS)])
+        error = None
         if epoch in record_at and world.is_main:
             try:
                 with torch.no_grad():
                     evaluate(epoch, loss, skipped, extra)
             except FloatingPointError as exc:
-                log.close()
-                return fail(epoch, str(exc))
-        world.barrier()
+                error = str(exc)
+        error = world.all_objects(error)[0]  # rank 0's evaluation decides for every rank
+        if error is not None:
+            log.close()
+            return fail(epoch, error)
         last = epoch == cfg.epochs
         if options.checkpoint_every and (epoch % options.checkpoint_every == 0 or last):
             checkpoint(epoch, store.checkpoint_file(folder, key))

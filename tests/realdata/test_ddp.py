@@ -179,3 +179,52 @@ def test_supervised_single_class_part_raises():
             estimator="expectation",
             num_negatives=4,
         )
+
+
+# ------------------------------------------------------------------ the training loop under DDP
+
+
+def _train_worker(rank: int, world_size: int, port: int, folder: str) -> None:
+    import dataclasses
+
+    from realdata.config import TrainConfig
+    from realdata.datasets import ImageSplit, load_digits_dataset
+    from realdata.distributed import close_world, init_world
+    from realdata.train import RunOptions, train_run
+
+    os.environ.update(
+        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world_size)
+    )
+    torch.set_num_threads(1)
+    world, _ = init_world("cpu")
+    try:
+        d = load_digits_dataset()
+        d = dataclasses.replace(d, train=ImageSplit(d.train.images[:256], d.train.labels[:256]),
+                                test=ImageSplit(d.test.images[:64], d.test.labels[:64]))  # fmt: skip
+        for cfg in (
+            TrainConfig(
+                method="HSCL", beta=5.0, num_negatives=8, arch="smallcnn", width=4, batch_size=64, epochs=3
+            ),
+            TrainConfig(
+                method="WeiNCE", arch="smallcnn", width=4, batch_size=32, epochs=3, crop_min_scale=0.5
+            ),
+        ):
+            kw = dict(checkpoint_every=1, progress=False)
+            train_run(cfg, RunOptions(results=f"{folder}/a", **kw), world=world, dataset=d)
+            train_run(cfg, RunOptions(results=f"{folder}/b", stop_after=1, **kw), world=world, dataset=d)
+            train_run(cfg, RunOptions(results=f"{folder}/b", resume=True, **kw), world=world, dataset=d)
+    finally:
+        close_world(world)
+
+
+def test_training_loop_under_ddp_resumes_exactly(tmp_path):
+    import pandas as pd
+
+    from realdata import store
+
+    mp.spawn(_train_worker, args=(2, _free_port(), str(tmp_path)), nprocs=2, join=True)
+    a, b = store.load(tmp_path / "a"), store.load(tmp_path / "b")
+    assert a["run_key"].nunique() == 2 and len(a) == 8  # epochs 0-3 of two runs
+    timing = ["epoch_seconds", "views_per_second"]
+    pd.testing.assert_frame_equal(a.drop(columns=timing), b.drop(columns=timing), check_exact=True)
+    assert bool(a["loss"].isna().eq(a["epoch"] == 0).all()) and bool(a["ncm_acc"].notna().all())
