@@ -68,7 +68,7 @@ _DIGITS_SETTING = {
     "data": "digits (scikit-learn, 8x8 greyscale, 1437 train / 360 test)",
     "encoder": "smallcnn width 16",
     "batch_size": "128",
-    "epochs": "30",
+    "epochs": "20",
     "seeds": "3",
     "scale": "digits",
 }
@@ -128,16 +128,25 @@ def _train_one(
 
     if device == "cpu":
         torch.set_num_threads(1)
+    options = dict(options)
+    metrics = options.pop("evaluate", None)  # frozen-feature metrics to compute after training
     cfg = TrainConfig.from_dict(config)
     if store.failure(folder, cfg.resolved().key()) is not None:
         return {"key": cfg.resolved().key(), "status": "failed", "seconds": 0.0}
     opts = RunOptions(results=folder, device=device, resume=True, progress=False, **options)
-    out = train_run(cfg, opts, dataset=_dataset(cfg.dataset, root))
+    dataset = _dataset(cfg.dataset, root)
+    out = train_run(cfg, opts, dataset=dataset)
+    final = store.final_checkpoint_file(folder, out.key)
+    if metrics and out.status in ("done", "cached") and final.is_file():
+        from realdata.frozen import evaluate_checkpoint
+
+        evaluate_checkpoint(final, metrics=tuple(metrics), dataset=dataset, results=folder, device=device,
+                            progress=False, skip_existing=True)  # fmt: skip
     return {"key": out.key, "status": out.status, "seconds": out.seconds, "message": out.message}
 
 
 def _train_many(
-    todo: list[tuple[Path, Any]],
+    todo: list[tuple[Path, Any]] | list[tuple[Path, Any, dict[str, Any]]],
     *,
     jobs: int,
     device: str = "cpu",
@@ -145,7 +154,10 @@ def _train_many(
     options: dict[str, Any] | None = None,
 ) -> list[dict]:
     """Train ``(folder, config)`` pairs; ``jobs > 1`` uses joblib processes (one torch thread each)."""
-    args = [(str(f), c.to_dict(), device, root, dict(options or {})) for f, c in todo]
+    args = [
+        (str(t[0]), t[1].to_dict(), device, root, {**(options or {}), **(t[2] if len(t) > 2 else {})})
+        for t in todo
+    ]
     if not args:
         return []
     if jobs <= 1 or len(args) == 1:
@@ -553,7 +565,10 @@ def run_digits(
     cached = len(hcl) + len(two) - len(todo)
     if progress:
         print(f"digits: {len(todo)} runs to train, {cached} cached", flush=True)
-    outs = _train_many(todo, jobs=jobs, options={"checkpoint_every": 10})
+    probe = {"evaluate": ["probe", "knn"]}
+    # the two-view runs (the slowest, and evaluated after training) first, for load balance
+    work = [(f, c, probe if f == ft else {}) for f, c in sorted(todo, key=lambda fc: fc[0] != ft)]
+    outs = _train_many(work, jobs=jobs, options={"checkpoint_every": 10})
     failed = [o["key"] for o in outs if o["status"] == "failed"]
     dataset = load_digits_dataset()
     finals = {

@@ -396,6 +396,11 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         return handlers[args.command](args)
+    except BrokenPipeError:  # e.g. piped into head: stop quietly
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except (ValueError, DatasetError, CorruptCheckpointError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
