@@ -1,7 +1,12 @@
 """WeiNCE: Erol et al., "When Softmax Fails at the Top", ICML 2026 (arXiv 2606.00262).
 
+Documentation: ``docs/weince.md``.
+
 The loss:
 
+* :mod:`~theory.weince.config` -- :class:`GateConfig` (the gate's seven hyper-parameters) and
+  :class:`ReleasedConfig` (the released recipe), frozen and validated: the one place of the
+  defaults;
 * :mod:`~theory.weince.logits` -- the T_lambda logits and the fused T_lambda cross-entropy;
 * :mod:`~theory.weince.tailfit` -- tail-size rules and the two least-squares tail fits (pure
   numerics shared by the gate and the diagnostics);
@@ -20,7 +25,7 @@ The extreme-value diagnostics, which never depend on the loss:
 Every public name is loaded from its module on first access, so importing a diagnostics module
 never loads the loss. Example::
 
-    from theory.weince import weince_loss, WeiNCELoss, tlambda_logits, pot_fit, link_select
+    from theory.weince import GateConfig, WeiNCELoss, weince_loss, pot_fit, link_select
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ _LAZY = {
         name: "theory.weince.loss"
         for name in ("weince_loss", "weince_label_loss", "WeiNCELoss", "WeiNCEDiagnostics")
     },
+    "GateConfig": "theory.weince.config",
+    "ReleasedConfig": "theory.weince.config",
     "WeibullBetaState": "theory.weince.recipe",
     "tlambda_logits": "theory.weince.logits",
     "GateStats": "theory.weince.gate",

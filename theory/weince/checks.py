@@ -1,6 +1,6 @@
 """The theory check of the WeiNCE paper: the Weibull top-1 law (W-law of ``python -m theory``).
 
-Erol et al., ICML 2026 (arXiv 2606.00262), spec/weince.md §1.3-§1.4: for shortfalls
+Erol et al., ICML 2026 (arXiv 2606.00262), ``docs/weince.md#the-weibit-top-1-law``: for shortfalls
 ``D_j = q_j W_j`` with ``W_j`` i.i.d. Weibull of shape ``beta``,
 ``P(D_j smallest) = q_j^(-beta) / sum_k q_k^(-beta)`` (sympy integration and Monte Carlo), and
 the T_lambda logit is increasing and convex (sympy). Same conventions as
@@ -37,6 +37,13 @@ def _add(
 
 
 def check_weibull(out: list[tuple[str, SubCheck]], quick: bool, seed: int) -> None:
+    """Sub-checks of the W-law: sympy integration, a Monte Carlo and the T_lambda derivative.
+
+    Args:
+        out: receives ``(claim id, SubCheck)`` pairs.
+        quick: fewer instances and draws.
+        seed: seed of the Monte Carlo.
+    """
     ok = all(symbolic.check_weibull_top1_law(K) for K in (2, 3))
     n = 2
     if not quick:

@@ -1,7 +1,13 @@
 """Peaks-over-threshold and extreme-value fits of similarity tails: GPD, POT, GEV.
 
-Reference: Erol et al., ICML 2026 (arXiv 2606.00262); spec/weince.md §4.1; spec/metrics.md §4
-(pitfalls 9-10) and §5.
+Reference: Erol et al., ICML 2026 (arXiv 2606.00262): the tails of trained encoders' similarities;
+Coles (2001), ch. 4 (GPD, POT) and ch. 3 (GEV). Documentation:
+``docs/weince.md#gpd-and-peaks-over-threshold``, ``docs/weince.md#threshold-stability-and-qq``,
+``docs/weince.md#gev-fits``, ``docs/weince.md#scipy-shape-sign-conventions``.
+
+Input rule (``docs/weince.md#inputs``): every array argument may be a numpy array, a torch tensor
+(any device and real dtype) or a sequence; it is converted to float64 numpy; NaN / inf and meta
+tensors raise ``ValueError`` naming the argument.
 
 Notation and conventions (Coles 2001):
 
@@ -10,11 +16,11 @@ Notation and conventions (Coles 2001):
   ``l(xi, sigma) = -n log sigma - (1 + 1/xi) sum log(1 + xi y / sigma)``;
 * ``xi < 0``: reverse-Weibull domain with finite endpoint ``x_F = u - sigma / xi``;
 * **sign convention**: ``xi`` here equals ``c`` of ``scipy.stats.genpareto`` and equals ``-c`` of
-  ``scipy.stats.genextreme`` (pitfall 9). Every function returns ``xi`` in this (Coles) sign.
+  ``scipy.stats.genextreme``. Every function returns ``xi`` in this (Coles) sign.
 
 GPD maximum likelihood is fragile near ``xi <= -0.5`` and the likelihood is unbounded for
-``xi < -1`` at ``sigma -> |xi| max y`` (pitfall 10); hence the cap-free *profile* likelihood on a
-fixed grid of ``xi`` (spec §4.1), with ``sigma`` kept at ``sigma >= |xi| max y (1 + 1e-9)``.
+``xi < -1`` at ``sigma -> |xi| max y`` (Smith 1985); hence the cap-free *profile* likelihood on a
+fixed grid of ``xi`` (the authors' notebook protocol), with ``sigma >= |xi| max y (1 + 1e-9)``.
 """
 
 from __future__ import annotations
@@ -22,13 +28,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
-import torch
 from scipy import stats
 
-from theory.validation import as_finite_1d, integer, real
+from theory.validation import integer, real
+from theory.weince._inputs import as_float64
 
 __all__ = [
     "gpd_loglik",
@@ -45,17 +52,31 @@ __all__ = [
     "gev_fit",
 ]
 
-_XI_ZERO = 1e-8  #: |xi| below this uses the exponential formula (spec §4.1)
+_XI_ZERO = 1e-8  #: |xi| below this uses the exponential formula
 _BOUNDARY = 1e-9  #: relative margin keeping sigma above |xi| max y for xi < 0
 
 
-def gpd_loglik(y, xi: float, sigma: float) -> float:
-    """GPD log-likelihood ``-n log sigma - (1 + 1/xi) sum log(1 + xi y/sigma)`` (metrics.md §5).
+def gpd_loglik(y: Any, xi: float, sigma: float) -> float:
+    """GPD log-likelihood ``-n log sigma - (1 + 1/xi) sum log(1 + xi y/sigma)``.
 
     Exponential formula ``-n log sigma - sum y / sigma`` at ``|xi| < 1e-8``; ``-inf`` outside the
-    support (``1 + xi y / sigma <= 0``). Shapes: ``y`` ``(n,)`` exceedances ``>= 0``.
+    support (``1 + xi y / sigma <= 0``). ``docs/weince.md#gpd-and-peaks-over-threshold``.
+
+    Args:
+        y: exceedances (flattened).
+        xi: shape (Coles sign).
+        sigma: scale ``> 0``.
+
+    Returns:
+        The log-likelihood (``-inf`` outside the support).
+
+    Shape:
+        ``y`` ``(n,)`` -> scalar.
+
+    Raises:
+        ValueError: non-finite ``y`` / ``xi``, ``sigma <= 0``.
     """
-    y = as_finite_1d("y", y)
+    y = as_float64("y", y, flatten=True)
     xi = real("xi", xi)
     sigma = real("sigma", sigma, lo=0.0, lo_open=True)
     n = y.size
@@ -67,16 +88,28 @@ def gpd_loglik(y, xi: float, sigma: float) -> float:
     return float(-n * math.log(sigma) - (1.0 + 1.0 / xi) * np.log(t).sum())
 
 
-def gpd_quantile(p, xi: float, sigma: float) -> np.ndarray:
-    """GPD quantile ``sigma/xi ((1 - p)^(-xi) - 1)`` (``-sigma log(1 - p)`` at xi = 0), p in [0,1)."""
-    p = np.asarray(p, dtype=np.float64)
+def gpd_quantile(p: Any, xi: float, sigma: float) -> np.ndarray:
+    """GPD quantile ``sigma/xi ((1 - p)^(-xi) - 1)`` (``-sigma log(1 - p)`` at ``xi = 0``).
+
+    Args:
+        p: probabilities in ``[0, 1)``, any shape.
+        xi: shape (Coles sign).
+        sigma: scale ``> 0``.
+
+    Returns:
+        Quantiles, the shape of ``p``.
+
+    Raises:
+        ValueError: ``p`` outside ``[0, 1)`` or non-finite, bad ``xi`` / ``sigma``.
+    """
+    p = as_float64("p", p)
     if np.any((p < 0) | (p >= 1)):
         raise ValueError("p must lie in [0, 1)")
     xi = real("xi", xi)
     sigma = real("sigma", sigma, lo=0.0, lo_open=True)
     if abs(xi) < _XI_ZERO:
-        return -sigma * np.log1p(-p)
-    return sigma / xi * np.expm1(-xi * np.log1p(-p))
+        return np.asarray(-sigma * np.log1p(-p))
+    return np.asarray(sigma / xi * np.expm1(-xi * np.log1p(-p)))
 
 
 def _profile(y: np.ndarray, xis: np.ndarray, max_steps: int = 100) -> tuple[np.ndarray, np.ndarray]:
@@ -111,7 +144,7 @@ def _profile(y: np.ndarray, xis: np.ndarray, max_steps: int = 100) -> tuple[np.n
         lo = np.where(xi < 0, lo_bound, math.log(ymax) - 40.0)
         c = 1.0 + 1.0 / xi
 
-        def g_and_dg(t, idx):
+        def g_and_dg(t: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             s = np.exp(t[idx])[:, None]
             a = xi[idx, None] * y[None, :] / s
             r = a / (1.0 + a)
@@ -155,19 +188,28 @@ def _profile(y: np.ndarray, xis: np.ndarray, max_steps: int = 100) -> tuple[np.n
     return sig, ll
 
 
-def profile_sigma(y, xi) -> tuple[np.ndarray, np.ndarray]:
-    """Profile MLE of sigma for each ``xi`` and the profile log-likelihood (spec §4.1).
+def profile_sigma(y: Any, xi: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Profile MLE of sigma for each ``xi`` and the profile log-likelihood.
 
-    Shapes: ``y`` ``(n,)`` exceedances, ``xi`` scalar or ``(G,)`` -> (``sigma_hat`` ``(G,)``,
-    ``loglik`` ``(G,)``).
+    ``docs/weince.md#gpd-and-peaks-over-threshold``, steps 2-3.
+
+    Args:
+        y: exceedances ``>= 0`` (flattened), at least one positive.
+        xi: one shape or a grid of shapes.
+
+    Returns:
+        ``(sigma_hat, loglik)``, each ``(G,)``.
+
+    Shape:
+        ``y`` ``(n,)``, ``xi`` scalar or ``(G,)`` -> ``(G,)``, ``(G,)``.
+
+    Raises:
+        ValueError: non-finite or negative ``y``, non-finite ``xi``.
     """
-    y = as_finite_1d("y", y)
+    y = as_float64("y", y, flatten=True)
     if np.any(y < 0):
         raise ValueError("exceedances y must be >= 0")
-    xi = np.atleast_1d(np.asarray(xi, dtype=np.float64))
-    if not np.all(np.isfinite(xi)):
-        raise ValueError("xi must be finite")
-    return _profile(y, xi)
+    return _profile(y, as_float64("xi", xi, flatten=True))
 
 
 @dataclass(frozen=True)
@@ -192,7 +234,7 @@ class GPDFit:
 
 
 def fit_gpd(
-    y,
+    y: Any,
     *,
     xi_min: float = -1.5,
     xi_max: float = 1.0,
@@ -200,7 +242,7 @@ def fit_gpd(
     n_refine: int = 400,
     refine_steps: float = 4.0,
 ) -> GPDFit:
-    """Cap-free profile-likelihood GPD fit to exceedances (spec/weince.md §4.1).
+    """Cap-free profile-likelihood GPD fit to exceedances (``docs/weince.md#gpd-and-peaks-over-threshold``).
 
     Grid of ``n_grid`` xi on ``[xi_min, xi_max]``; for each, ``sigma_hat(xi)`` by safeguarded
     Newton (``<= 100`` steps) on the sigma-score; keep the best; then a refinement grid of
@@ -212,11 +254,19 @@ def fit_gpd(
 
     Args:
         y: ``(n,)`` exceedances ``y = s - u > 0`` (``n >= 2``, not all equal).
+        xi_min: lower end of the xi grid.
+        xi_max: upper end of the xi grid (``> xi_min``).
+        n_grid: points of the coarse grid (``>= 2``).
+        n_refine: points of the refinement grid (``>= 2``).
+        refine_steps: half-width of the refinement, in coarse grid steps (``>= 0``).
 
     Returns:
         :class:`GPDFit`.
+
+    Raises:
+        ValueError: fewer than 2 exceedances, negative or non-finite ``y``, bad grid settings.
     """
-    y = as_finite_1d("y", y)
+    y = as_float64("y", y, flatten=True)
     if y.size < 2:
         raise ValueError(f"need at least 2 exceedances, got {y.size}")
     if np.any(y < 0):
@@ -250,7 +300,7 @@ def fit_gpd(
 
 @dataclass(frozen=True)
 class POTResult:
-    """Peaks-over-threshold fit (spec §4.1). ``endpoint = u - sigma/xi`` for ``xi < 0`` else inf.
+    """Peaks-over-threshold fit. ``endpoint = u - sigma/xi`` for ``xi < 0`` else inf.
 
     ``qq`` is a DataFrame with columns ``p`` (0.01..0.99), ``empirical``, ``gpd`` (fitted xi),
     ``exponential`` (separately fitted sigma), all in exceedance units.
@@ -269,17 +319,27 @@ class POTResult:
     exceedances: np.ndarray = field(repr=False)
 
 
-def pot_fit(scores, q: float = 0.99, *, min_exceed: int = 10, **fit_kwargs) -> POTResult:
-    """Peaks-over-threshold GPD fit of ``scores`` above their empirical ``q``-quantile (§4.1).
+def pot_fit(scores: Any, q: float = 0.99, *, min_exceed: int = 10, **fit_kwargs: Any) -> POTResult:
+    """Peaks-over-threshold GPD fit of ``scores`` above their empirical ``q``-quantile.
 
     ``u = np.quantile(scores, q)`` (linear interpolation), ``y = s - u`` for ``s > u``, then
-    :func:`fit_gpd`. Shapes: ``scores`` any shape (flattened), e.g. from
-    :func:`lower_triangle_scores`.
+    :func:`fit_gpd` (``docs/weince.md#gpd-and-peaks-over-threshold``; claim W1).
+
+    Args:
+        scores: similarities of negatives, any shape (flattened), e.g. from
+            :func:`lower_triangle_scores`.
+        q: threshold quantile in ``(0, 1)``.
+        min_exceed: minimal number of exceedances (``>= 2``).
+        **fit_kwargs: passed to :func:`fit_gpd`.
+
+    Returns:
+        :class:`POTResult`.
 
     Raises:
-        ValueError: ``q`` outside ``(0, 1)`` or fewer than ``min_exceed`` exceedances.
+        ValueError: non-finite ``scores``, ``q`` outside ``(0, 1)`` or fewer than ``min_exceed``
+            exceedances.
     """
-    s = as_finite_1d("scores", scores)
+    s = as_float64("scores", scores, flatten=True)
     q = real("q", q, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
     min_exceed = integer("min_exceed", min_exceed, lo=2)
     u = float(np.quantile(s, q))
@@ -303,18 +363,25 @@ def pot_fit(scores, q: float = 0.99, *, min_exceed: int = 10, **fit_kwargs) -> P
 
 
 def threshold_stability(
-    scores,
+    scores: Any,
     quantiles: Sequence[float] = (0.98, 0.985, 0.99, 0.992, 0.995),
     *,
     min_exceed: int = 100,
-    **fit_kwargs,
+    **fit_kwargs: Any,
 ) -> pd.DataFrame:
-    """Shape stability: refit xi at several thresholds (spec §4.1 plot 4).
+    """Shape stability: refit xi at several thresholds (``docs/weince.md#threshold-stability-and-qq``).
 
-    Returns a DataFrame with one row per quantile: ``q, threshold, n_exceed, xi, sigma, endpoint,
-    loglik, exp_sigma`` (NaN fit columns where fewer than ``min_exceed`` exceedances).
+    Args:
+        scores: similarities of negatives, any shape (flattened).
+        quantiles: threshold quantiles, each in ``(0, 1)``.
+        min_exceed: minimal number of exceedances for a fit.
+        **fit_kwargs: passed to :func:`fit_gpd`.
+
+    Returns:
+        One row per quantile: ``q, threshold, n_exceed, xi, sigma, endpoint, loglik, exp_sigma``
+        (NaN fit columns where fewer than ``min_exceed`` exceedances).
     """
-    s = as_finite_1d("scores", scores)
+    s = as_float64("scores", scores, flatten=True)
     rows = []
     for q in quantiles:
         q = real("quantile", q, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
@@ -330,24 +397,42 @@ def threshold_stability(
     return pd.DataFrame(rows)
 
 
-def lower_triangle_scores(S) -> np.ndarray:
-    """Strict lower triangle of a similarity matrix ``(B, B)`` -> ``(B (B-1) / 2,)`` (spec §4.1)."""
-    if isinstance(S, torch.Tensor):
-        S = S.detach().cpu().double().numpy()
-    S = np.asarray(S, dtype=np.float64)
+def lower_triangle_scores(S: Any) -> np.ndarray:
+    """Strict lower triangle of a similarity matrix: each unordered pair once.
+
+    Args:
+        S: ``(B, B)`` similarities, ``B >= 2``.
+
+    Returns:
+        ``(B (B - 1) / 2,)`` float64, row-major order of ``np.tril_indices(B, -1)``.
+
+    Raises:
+        ValueError: not square, ``B < 2``, non-finite.
+    """
+    S = as_float64("S", S)
     if S.ndim != 2 or S.shape[0] != S.shape[1] or S.shape[0] < 2:
         raise ValueError(f"S must be a square matrix (B, B) with B >= 2, got shape {S.shape}")
     i, j = np.tril_indices(S.shape[0], k=-1)
-    return S[i, j]
+    return np.asarray(S[i, j])
 
 
-def embedding_scores(z, *, normalize: bool = True) -> np.ndarray:
-    """Negative scores of one view (spec §4.1): ``S = z z^T`` (cosine when ``normalize``), strict
-    lower triangle. Shapes: ``z`` ``(B, d)`` -> ``(B (B - 1) / 2,)``.
+def embedding_scores(z: Any, *, normalize: bool = True) -> np.ndarray:
+    """Negative scores of one view: the strict lower triangle of ``z z^T``.
+
+    The authors' POT protocol (``docs/weince.md#gpd-and-peaks-over-threshold``): cosine
+    similarities when ``normalize``.
+
+    Args:
+        z: ``(B, d)`` embeddings, ``B >= 2``.
+        normalize: L2-normalise the rows first.
+
+    Returns:
+        ``(B (B - 1) / 2,)`` float64 scores.
+
+    Raises:
+        ValueError: not 2-D, ``B < 2``, non-finite.
     """
-    if isinstance(z, torch.Tensor):
-        z = z.detach().cpu().double().numpy()
-    z = np.asarray(z, dtype=np.float64)
+    z = as_float64("z", z)
     if z.ndim != 2 or z.shape[0] < 2:
         raise ValueError(f"z must be 2-D (B, d) with B >= 2, got shape {z.shape}")
     if normalize:
@@ -355,24 +440,40 @@ def embedding_scores(z, *, normalize: bool = True) -> np.ndarray:
     return lower_triangle_scores(z @ z.T)
 
 
-def scipy_gpd_fit(y) -> tuple[float, float]:
+def scipy_gpd_fit(y: Any) -> tuple[float, float]:
     """``scipy.stats.genpareto.fit(y, floc=0)`` returned as ``(xi, sigma)`` in the Coles sign.
 
-    scipy's ``genpareto`` shape ``c`` *is* xi (metrics.md pitfall 9); a cross-check of
-    :func:`fit_gpd`, which is more robust for ``xi <= -0.5``.
+    scipy's ``genpareto`` shape ``c`` *is* xi (``docs/weince.md#scipy-shape-sign-conventions``); a
+    cross-check of :func:`fit_gpd`, which is more robust for ``xi <= -0.5``.
+
+    Args:
+        y: exceedances (flattened).
+
+    Returns:
+        ``(xi, sigma)``.
     """
-    y = as_finite_1d("y", y)
+    y = as_float64("y", y, flatten=True)
     c, _, scale = stats.genpareto.fit(y, floc=0.0)
     return float(c), float(scale)
 
 
-def gev_fit(maxima) -> tuple[float, float, float]:
+def gev_fit(maxima: Any) -> tuple[float, float, float]:
     """GEV fit of block maxima returned as ``(xi, mu, sigma)`` in the Coles sign.
 
-    Wraps ``scipy.stats.genextreme.fit``, whose shape is ``c = -xi`` (metrics.md pitfall 9):
-    ``xi < 0`` is the reverse-Weibull domain (finite endpoint ``mu - sigma / xi``).
+    Wraps ``scipy.stats.genextreme.fit``, whose shape is ``c = -xi``
+    (``docs/weince.md#gev-fits``): ``xi < 0`` is the reverse-Weibull domain (finite endpoint
+    ``mu - sigma / xi``).
+
+    Args:
+        maxima: block maxima (flattened), at least 3.
+
+    Returns:
+        ``(xi, mu, sigma)``.
+
+    Raises:
+        ValueError: fewer than 3 maxima or non-finite values.
     """
-    x = as_finite_1d("maxima", maxima)
+    x = as_float64("maxima", maxima, flatten=True)
     if x.size < 3:
         raise ValueError(f"need at least 3 maxima, got {x.size}")
     c, loc, scale = stats.genextreme.fit(x)

@@ -1,6 +1,6 @@
 """T_lambda logits of WeiNCE: the softmax coordinate ``s / tau`` blended with the Weibull shortfall.
 
-Erol et al., ICML 2026 (arXiv 2606.00262), spec/weince.md §1.4, §2.7::
+Erol et al., ICML 2026 (arXiv 2606.00262), the T_lambda family; ``docs/weince.md#the-t-lambda-logits``::
 
     T_lambda(s) = (1 - lambda) s / tau + lambda (-log(1 - min(s, 1 - eps)))
 
@@ -8,10 +8,15 @@ Erol et al., ICML 2026 (arXiv 2606.00262), spec/weince.md §1.4, §2.7::
 link-selection likelihood); :class:`_TLambdaCE` fuses the logits with the cross-entropy of the
 two-view loss, with the closed-form backward
 ``d logit / d s = (1 - lambda)/tau + lambda/(1 - s) * [s <= 1 - eps]`` (lambda held fixed).
+On CPU tensors it uses numpy's SIMD ``log1p`` / ``exp`` (:mod:`theory.weince._fast`); elsewhere
+torch only, with no host synchronisation in the forward or the backward pass.
 ``tau`` defaults to :data:`theory.options.WEINCE_TAU`.
 """
 
 from __future__ import annotations
+
+import functools
+from typing import Any
 
 import numpy as np
 import torch
@@ -21,22 +26,35 @@ from torch.autograd.function import once_differentiable
 from theory.options import WEINCE_TAU
 from theory.validation import as_float_tensor, real
 from theory.weince._fast import _np_ok
+from theory.weince.config import DEFAULT_GATE
 
 __all__ = ["tlambda_logits"]
 
 
 def tlambda_logits(
-    s: torch.Tensor, lam: torch.Tensor | float, tau: float = WEINCE_TAU, eps: float = 1e-6
+    s: torch.Tensor, lam: torch.Tensor | float, tau: float = WEINCE_TAU, eps: float = DEFAULT_GATE.eps
 ) -> torch.Tensor:
-    """Closed-form T_lambda logits (spec/weince.md §2.7), differentiable in ``s``.
+    """Closed-form T_lambda logits, differentiable in ``s`` (``docs/weince.md#the-t-lambda-logits``).
 
-    ``l = (1 - lam) * (s / tau) + lam * (-log1p(-min(s, 1 - eps)))``; ``lam`` broadcasts against
-    ``s`` (e.g. ``(A, 1)`` against ``(A, M)``). With ``lam = 0`` this is ``s / tau`` bit for bit.
+    ``l = (1 - lam) * (s / tau) + lam * (-log1p(-min(s, 1 - eps)))`` (arXiv 2606.00262). With
+    ``lam = 0`` this is ``s / tau`` bit for bit. float16/bfloat16 ``s`` is computed (and returned)
+    in float32: in float16 ``1 - eps`` rounds to 1 and the shortfall branch would be
+    ``-log(0) = inf``; float64 stays float64.
 
-    Shapes: ``s`` ``(..., M)``, ``lam`` scalar or broadcastable -> ``(..., M)``.
+    Args:
+        s: similarities (cosines, ``<= 1``).
+        lam: the blend weight, a number or a tensor broadcastable against ``s`` (e.g. ``(A, 1)``).
+        tau: temperature of the linear branch, ``> 0``.
+        eps: clamp of ``s`` in the shortfall branch, in ``(0, 0.5]``.
 
-    float16/bfloat16 ``s`` is computed (and returned) in float32: in float16 ``1 - eps`` rounds
-    to 1 and the shortfall branch would be ``-log(0) = inf`` (spec §3.2); float64 stays float64.
+    Returns:
+        The logits, float32 or float64.
+
+    Shape:
+        ``s`` ``(..., M)``, ``lam`` scalar or broadcastable -> ``(..., M)``.
+
+    Raises:
+        ValueError: ``s`` not a tensor, bad ``tau`` or ``eps``.
     """
     tau = real("tau", tau, lo=0.0, lo_open=True)
     eps = real("eps", eps, lo=0.0, lo_open=True, hi=0.5)
@@ -48,47 +66,71 @@ def tlambda_logits(
     return (1 - lam) * (s / tau) + lam * W
 
 
+@functools.lru_cache(maxsize=16)
+def _cap(eps: float, dtype: torch.dtype) -> float:
+    """``1 - eps`` as the floating ``dtype`` rounds it (the clamp ``min(s, 1 - eps)`` uses)."""
+    if dtype == torch.float32:
+        return float(np.float32(1.0 - eps))
+    return 1.0 - eps
+
+
 class _TLambdaCE(torch.autograd.Function):
-    """Fused ``mean_i CE(T_lambda(cand_i), 0)`` with the closed-form backward (lambda fixed)."""
+    """Fused ``mean_i CE(T_lambda(cand_i), 0)`` with the closed-form backward (lambda fixed).
+
+    Forward: ``u = 1 - min(cand, 1 - eps)``, ``logits = lerp(cand / tau, -log u, lam)``, then
+    ``log_softmax`` and the target 0. Backward, from the saved ``u``:
+    ``grad = (softmax - onehot_0) * ((1 - lam)/tau + lam / u [cand <= 1 - eps]) * g / A``.
+    ``clamped`` says whether some entry exceeds ``1 - eps`` (the CPU fast path knows it from the
+    sorted rows); None (the device path) masks unconditionally. The ``(A, A - 1)`` buffers are
+    reused in place wherever their values are not needed again.
+    """
 
     @staticmethod
-    def forward(ctx, cand, lam, tau, eps):
+    def forward(
+        ctx: Any, cand: torch.Tensor, lam: torch.Tensor, tau: float, eps: float, clamped: bool | None
+    ) -> torch.Tensor:
         lam_c = lam[:, None]
         logits = cand / tau  # the very op info_nce uses -> identical bits when lam == 0
-        W = torch.clamp(cand, max=1.0 - eps)
-        if _np_ok(W):  # numpy's SIMD log1p is ~2x faster than torch's on CPU
-            Wn = W.numpy()
-            np.log1p(np.negative(Wn, out=Wn), out=Wn)
+        if _np_ok(cand):  # numpy's SIMD log is faster than torch's on CPU
+            cn = cand.detach().numpy()
+            if clamped is None or clamped:
+                un = np.subtract(1.0, np.minimum(cn, _cap(eps, cand.dtype)))
+            else:  # no entry above 1 - eps: the clamp is the identity (one pass saved)
+                un = np.subtract(1.0, cn)
+            u = torch.from_numpy(un)
+            Wn = np.log(un)
+            W = torch.from_numpy(np.negative(Wn, out=Wn))
         else:
-            W.neg_().log1p_()  # log(1 - s~) = -W
-        logits.mul_(1 - lam_c)
-        logits.addcmul_(W, lam_c, value=-1.0)  # (1-lam) s/tau + lam * (-log(1 - s~))
+            u = torch.clamp(cand, max=1.0 - eps)
+            u = torch.rsub(u, 1.0)
+            W = torch.log(u).neg_()
+        # (1 - lam) s / tau + lam W in one pass, in place; lerp(q, W, 0) is exactly q
+        logits.lerp_(W, lam_c)
         logp = torch.log_softmax(logits, dim=1)
         target = torch.zeros(cand.shape[0], dtype=torch.long, device=cand.device)
         loss = F.nll_loss(logp, target)
-        ctx.save_for_backward(cand, lam, logp)
+        ctx.save_for_backward(cand, lam, logp, u)
         ctx.tau = tau
-        ctx.eps = eps
+        ctx.cap = _cap(eps, cand.dtype)
+        ctx.clamped = clamped
         return loss
 
     @staticmethod
     @once_differentiable
-    def backward(ctx, g):
-        cand, lam, logp = ctx.saved_tensors
-        A = cand.shape[0]
-        scale = g / A
+    def backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor, None, None, None, None]:
+        cand, lam, logp, u = ctx.saved_tensors
+        scale = g / cand.shape[0]
         lam_c = lam[:, None]
-        # d loss / d logits = (softmax - onehot_0) * g / A
+        alpha = (1 - lam_c) * (scale / ctx.tau)
+        # d loss / d logits = (softmax - onehot_0) * g / A;  d logits / d s = (1 - lam)/tau + lam / u
         if _np_ok(logp):
             P = torch.empty_like(logp)
             np.exp(logp.numpy(), out=P.numpy())
         else:
             P = logp.exp()
         P[:, 0] -= 1
-        # d logits / d cand = (1 - lam)/tau + lam / (1 - s) * [s <= 1 - eps]   (times g / A)
-        D = torch.rsub(cand, 1.0).reciprocal_()
-        if bool(cand.max() > 1.0 - ctx.eps):  # the clamp is active somewhere (rare)
-            D.masked_fill_(cand > 1.0 - ctx.eps, 0.0)
-        D.mul_(lam_c * scale).add_((1 - lam_c) * (scale / ctx.tau))
+        D = torch.div(lam_c * scale, u).add_(alpha)
+        if ctx.clamped is None or ctx.clamped:  # the clamp's branch has zero slope above 1 - eps
+            D = torch.where(cand > ctx.cap, alpha, D)
         P.mul_(D)
-        return P, None, None, None
+        return P, None, None, None, None

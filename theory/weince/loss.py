@@ -1,74 +1,90 @@
 """WeiNCE: InfoNCE with per-anchor T_lambda logits (softmax blended with the Weibull shortfall).
 
 Reference: Erol, Evren, Ozel, Morgan, Ryu, Zheng, "When Softmax Fails at the Top: Extreme-Value
-Corrections for InfoNCE", ICML 2026 (arXiv 2606.00262); the algorithm as released by the authors
-(policy ``tlambda_select``), spec/weince.md §2-§3.
+Corrections for InfoNCE", ICML 2026 (arXiv 2606.00262); the algorithm as released by the
+authors (policy ``tlambda_select``). Documentation: ``docs/weince.md#the-loss``.
 
-Notation (spec/weince.md §2, DESIGN.md):
+Notation (``docs/README.md#notation``):
 
 * ``z1, z2`` ``(N, d)`` the two views; ``A = 2N`` anchors of ``z = cat(z1, z2)``;
 * ``S`` ``(A, A)`` cosine similarities; positive of row ``i`` is column ``p(i) = (i + N) mod A``;
 * ``cand`` ``(A, A - 1)``: ``[S[i, p(i)], S[i, negatives in ascending column order]]``
   (:func:`theory.infonce.two_view_candidates`);
-* ``K = A - 2`` negatives per anchor; ``k_tail`` tail size (§2.2); ``n_eff`` points after burn-in;
-* shortfall ``delta = max(1 - s, eps)``; cap proximity ``rho_i = max(1 - max_neg S[i], eps)``;
-* ``T_lambda(s) = (1 - lambda) s / tau + lambda (-log(1 - min(s, 1 - eps)))`` (§1.4, §2.7).
+* ``K = A - 2`` negatives per anchor; ``k_tail`` tail size; ``n_eff`` points after burn-in;
+* ``T_lambda(s) = (1 - lambda) s / tau + lambda (-log(1 - min(s, 1 - eps)))``.
 
-The gate (§2.3-§2.6, every statistic detached, :mod:`theory.weince.gate`)::
+The gate (every statistic detached, :mod:`theory.weince.gate`, ``docs/weince.md#the-gate``)::
 
     lambda_i = sigmoid(kappa_rho * log(rho0 / rho_i)) * sigmoid(kappa_aic * (dAIC_i - margin))
 
-with ``rho0`` the ``round(q (A - 1))``-th smallest ``rho`` (round half to even) and ``dAIC_i`` the
-difference of two least-squares "AIC"s on the anchor's ``k_tail`` hardest negatives (Weibull line
-``log F = a + beta log delta`` versus the Gumbel-fast proxy ``log(-log F) = b - kappa log delta``,
-``F`` the within-tail rank ECDF ``k / (k_tail + 1)``; :mod:`theory.weince.tailfit`).
+API::
 
-Implementation notes (speed, spec §3.1 costs): the T_lambda logits + cross-entropy are fused in one
-autograd function (:mod:`theory.weince.logits`) whose backward is the closed form
-``d logit / d s = (1 - lambda)/tau + lambda/(1 - s) * [s <= 1 - eps]``. No ``(A, A, d)`` tensor is
-ever formed (the authors' ``CosineSimilarity`` broadcast is replaced by a matmul). ``tau``
-defaults to :data:`theory.options.WEINCE_TAU`.
+    from theory.weince import GateConfig, WeiNCELoss, weince_loss
+
+    loss = weince_loss(z1, z2)                                  # functional, core recipe
+    loss, diag = weince_loss(z1, z2, return_diagnostics=True)   # plus the gate statistics
+    criterion = WeiNCELoss(tau=0.5, gate=GateConfig(margin=6.0), recipe="released").to(device)
+    loss = criterion(z1, z2)                                    # always a tensor
+    criterion.last_diagnostics                                  # WeiNCEDiagnostics, detached
+
+Implementation notes (speed): the T_lambda logits + cross-entropy are fused in one autograd
+function (:mod:`theory.weince.logits`) with the closed-form backward; no ``(A, A, d)`` tensor is
+formed (the authors' ``CosineSimilarity`` broadcast is a matmul here); the gate runs on the
+tensors' device. With ``check_inputs=False`` nothing on the forward or backward path waits for the
+device (no ``.item()``, ``.cpu()``, ``.numpy()`` or Python conversion of a tensor, off the CPU).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal, overload
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from theory.infonce import two_view_candidates
 from theory.options import RECIPES, WEINCE_TAU
 from theory.validation import as_float_tensor, one_of, real
 from theory.weince._fast import _np_ok
-from theory.weince.gate import _gate, _gate_params, _label_gate
-from theory.weince.logits import _TLambdaCE, tlambda_logits
+from theory.weince._inputs import check_rows, reject_meta
+from theory.weince.config import DEFAULT_GATE, DEFAULT_RELEASED, GateConfig, ReleasedConfig
+from theory.weince.gate import GateStats, _gate, _gate_sorted_np, _label_gate, _sort_rows_np
+from theory.weince.logits import _cap, _TLambdaCE, tlambda_logits
 from theory.weince.recipe import WeibullBetaState
 
 __all__ = ["WeiNCEDiagnostics", "weince_loss", "weince_label_loss", "WeiNCELoss"]
 
+Recipe = Literal["core", "released"]
+
 
 @dataclass
-class WeiNCEDiagnostics:
-    """Diagnostics of one WeiNCE call (all detached). ``beta_t`` is None for ``recipe="core"``.
+class WeiNCEDiagnostics(GateStats):
+    """Diagnostics of one WeiNCE call: the gate statistics and ``beta_t`` (all detached).
 
-    Attributes: ``lam, lam_rho, lam_aic, rho, dAIC`` ``(A,)``; ``rho0`` 0-d; ``k_tail``,
-    ``n_eff`` ints (per-anchor tensors in the label variant); ``beta_t`` float or None.
+    ``docs/weince.md#gate-diagnostics``. The tensors stay on the device of the loss; only
+    :meth:`summary` copies them to the host.
+
+    Attributes:
+        lam, lam_rho, lam_aic, rho, dAIC: ``(A,)`` per-anchor gate statistics (see
+            :class:`theory.weince.gate.GateStats`).
+        rho0: 0-d tensor, the batch pivot.
+        k_tail, n_eff: ints (per-anchor ``(A,)`` tensors in the label variant).
+        beta_t: 0-d float64 tensor, the released recipe's EMA after this call; None for
+            ``recipe="core"``.
     """
 
-    lam: torch.Tensor
-    lam_rho: torch.Tensor
-    lam_aic: torch.Tensor
-    rho: torch.Tensor
-    rho0: torch.Tensor
-    dAIC: torch.Tensor
-    k_tail: int | torch.Tensor
-    n_eff: int | torch.Tensor
-    beta_t: float | None = None
+    beta_t: torch.Tensor | None = None
 
     def summary(self) -> dict[str, float]:
-        """Scalar summary (means and quantiles) suitable for a results row."""
+        """Scalar summary (means and quantiles) for a results row; synchronises with the device.
+
+        Returns:
+            ``{name}_mean`` and ``{name}_q10/q50/q90`` for ``lam, lam_rho, lam_aic, dAIC, rho``,
+            then ``rho0``, ``k_tail``, ``n_eff`` (means in the label variant) and ``beta_t``
+            (released recipe only).
+        """
         out: dict[str, float] = {}
         for name in ("lam", "lam_rho", "lam_aic", "dAIC", "rho"):
             v = getattr(self, name).double()
@@ -76,114 +92,16 @@ class WeiNCEDiagnostics:
             for qq in (0.1, 0.5, 0.9):
                 out[f"{name}_q{int(qq * 100):02d}"] = float(torch.quantile(v, qq))
         out["rho0"] = float(self.rho0)
-        out["k_tail"] = (
-            float(self.k_tail.double().mean())
-            if isinstance(self.k_tail, torch.Tensor)
-            else float(self.k_tail)
-        )
-        out["n_eff"] = (
-            float(self.n_eff.double().mean()) if isinstance(self.n_eff, torch.Tensor) else float(self.n_eff)
-        )
+        for name in ("k_tail", "n_eff"):
+            v = getattr(self, name)
+            out[name] = float(v.double().mean()) if isinstance(v, torch.Tensor) else float(v)
         if self.beta_t is not None:
             out["beta_t"] = float(self.beta_t)
         return out
 
 
-def _aux_terms(cand: torch.Tensor, tau: float, state: WeibullBetaState, beta_t: float) -> torch.Tensor:
-    """``w_W CE_Weibit-top-M(beta_t) + w_PL CE_PL-top-M`` (spec/weince.md §2.8)."""
-    neg = cand[:, 1:]
-    pos = cand[:, :1]
-    eps = state.eps
-    A = cand.shape[0]
-    target = torch.zeros(A, dtype=torch.long, device=cand.device)
-    total = cand.new_zeros(())
-    tops: dict[int, torch.Tensor] = {}
-
-    def top_m(M: int) -> torch.Tensor:
-        # the M hardest negatives (a set: CE is invariant to their order), differentiable
-        if M not in tops:
-            if _np_ok(neg) and neg.dtype == torch.float32 and M < neg.shape[1]:
-                idx = np.argpartition(neg.detach().numpy(), neg.shape[1] - M, axis=1)[:, neg.shape[1] - M :]
-                tops[M] = torch.gather(neg, 1, torch.from_numpy(idx))
-            else:
-                tops[M] = torch.topk(neg, M, dim=1).values
-        return tops[M]
-
-    if state.weib_weight > 0:
-        sel = torch.cat([pos, top_m(min(state.weib_top_m, neg.shape[1]))], dim=1)
-        logits = -beta_t * torch.log1p(-torch.clamp(sel, max=1.0 - eps))
-        total = total + state.weib_weight * F.cross_entropy(logits, target)
-    if state.pl_weight > 0:
-        sel = torch.cat([pos, top_m(min(state.pl_top_m, neg.shape[1]))], dim=1)
-        total = total + state.pl_weight * F.cross_entropy(sel / tau, target)
-    return total
-
-
-def weince_loss(
-    z1: torch.Tensor,
-    z2: torch.Tensor,
-    *,
-    tau: float = WEINCE_TAU,
-    q: float = 0.2,
-    tail_frac: float = 0.1,
-    min_tail: int = 32,
-    margin: float = 2.0,
-    kappa_rho: float = 10.0,
-    kappa_aic: float = 1.0,
-    eps: float = 1e-6,
-    recipe: str = "core",
-    state: WeibullBetaState | None = None,
-    return_diagnostics: bool = False,
-):
-    """Two-view WeiNCE loss (spec/weince.md §2.1-§2.8, the authors' ``tlambda_select``).
-
-    ``L = mean_i CE([T_lam_i(S[i,p(i)]), T_lam_i(S[i,negatives])], 0)`` with
-    ``T_lam(s) = (1-lam) s/tau + lam (-log(1 - min(s, 1-eps)))`` and the detached per-anchor gate
-    ``lam_i = sigmoid(kappa_rho log(rho0/rho_i)) sigmoid(kappa_aic (dAIC_i - margin))``.
-    ``recipe="released"`` adds ``0.5 CE_Weibit-top-50(beta_t) + 0.5 CE_PL-top-50`` (§2.8) with the
-    EMA ``beta_t`` kept in ``state``. ``lam = 0`` (e.g. ``margin=inf``) reproduces
-    :func:`theory.infonce.info_nce` bit for bit (same candidate rows, ``cand / tau``, then
-    ``log_softmax`` + ``nll_loss``).
-
-    Args:
-        z1, z2: ``(N, d)`` the two views (not necessarily normalised: cosine similarities are
-            used), ``N >= 2``. float16/bfloat16 are computed in float32; float64 stays float64.
-        tau: temperature of the linear branch only (> 0).
-        q: quantile of rho for the pivot rho0 in ``[0, 1]`` (the authors clip; we reject values
-            outside).
-        tail_frac, min_tail: tail-size rule (§2.2), round half to even.
-        margin: AIC margin m (may be ``+inf``: lambda = 0).
-        kappa_rho, kappa_aic: gate slopes ``>= 0``.
-        eps: clamp of shortfalls and of ``s`` in the Weibit branch, in ``(0, 0.5]``.
-        recipe: ``"core"`` (the paper's loss) or ``"released"`` (plus the §2.8 terms).
-        state: :class:`WeibullBetaState`, required for ``recipe="released"`` (updated in place).
-        return_diagnostics: also return a :class:`WeiNCEDiagnostics`.
-
-    Returns:
-        Scalar loss, or ``(loss, diagnostics)``.
-
-    Raises:
-        ValueError: ``N < 2``, shape mismatch, bad hyper-parameter, unknown recipe, or
-            ``recipe="released"`` without a state.
-    """
-    tau = real("tau", tau, lo=0.0, lo_open=True)
-    p = _gate_params(q, tail_frac, min_tail, margin, kappa_rho, kappa_aic, eps)
-    one_of("recipe", recipe, RECIPES)
-    if recipe == "released" and not isinstance(state, WeibullBetaState):
-        raise ValueError(f"recipe='released' needs state=WeibullBetaState(), got state={state!r}")
-    if isinstance(z1, torch.Tensor) and z1.dim() == 2 and z1.shape[0] < 2:
-        raise ValueError(f"WeiNCE needs N >= 2 pairs (2N - 2 >= 2 negatives per anchor), got N={z1.shape[0]}")
-    S, cand = two_view_candidates(z1, z2)
-    with torch.no_grad():
-        stats = _gate(cand.detach()[:, 1:], p)
-    loss = _TLambdaCE.apply(cand, stats.lam, tau, p.eps)
-    beta_t = None
-    if recipe == "released":
-        beta_t = state.update(cand.detach()[:, 1:])
-        loss = loss + _aux_terms(cand, tau, state, beta_t)
-    if not return_diagnostics:
-        return loss
-    diag = WeiNCEDiagnostics(
+def _diagnostics(stats: GateStats, beta_t: torch.Tensor | None) -> WeiNCEDiagnostics:
+    return WeiNCEDiagnostics(
         stats.lam,
         stats.lam_rho,
         stats.lam_aic,
@@ -192,9 +110,354 @@ def weince_loss(
         stats.dAIC,
         stats.k_tail,
         stats.n_eff,
-        beta_t,
+        None if beta_t is None else beta_t.detach().clone(),
     )
-    return loss, diag
+
+
+# --------------------------------------------------------------------------------------------
+# the released recipe's auxiliary terms
+# --------------------------------------------------------------------------------------------
+
+
+def _top_index_np(a: np.ndarray, srt: np.ndarray, M: int) -> np.ndarray:
+    """Column indices ``(A, M)`` of the ``M`` largest entries of each row of ``a`` (CPU fast path).
+
+    ``srt`` holds the rows of ``a`` sorted ascending: the threshold is each row's ``M``-th largest
+    value, and the entries at or above it are the top ``M`` unless a row has ties at the
+    threshold (then ``np.argpartition`` picks ``M`` of them, as ``torch.topk`` would).
+    """
+    A, K = a.shape
+    cols = np.nonzero(a >= srt[:, K - M, None])[1]
+    if cols.size == A * M:  # every row has >= M such entries, so exactly M each
+        return cols.reshape(A, M)
+    return np.argpartition(a, K - M, axis=1)[:, K - M :]
+
+
+def _aux_terms(
+    cand: torch.Tensor,
+    tau: float,
+    cfg: ReleasedConfig,
+    eps: float,
+    beta_t: torch.Tensor,
+    srt: np.ndarray | None = None,
+) -> torch.Tensor:
+    """``w_W CE_Weibit-top-M(beta_t) + w_PL CE_PL-top-M`` (``docs/weince.md#core-and-released-recipes``).
+
+    ``srt``: the CPU fast path's negatives with every row sorted ascending, or None.
+    """
+    neg = cand[:, 1:]
+    pos = cand[:, :1]
+    K = neg.shape[1]
+    target = torch.zeros(cand.shape[0], dtype=torch.long, device=cand.device)
+    total = cand.new_zeros(())
+    tops: dict[int, torch.Tensor] = {}
+
+    def top_m(M: int) -> torch.Tensor:
+        # the M hardest negatives (a set: the cross-entropy ignores their order), differentiable
+        if M not in tops:
+            if M == K:
+                tops[M] = neg
+            elif srt is not None:
+                idx = _top_index_np(neg.detach().numpy(), srt, M)
+                tops[M] = torch.gather(neg, 1, torch.from_numpy(idx))
+            else:
+                tops[M] = torch.topk(neg, M, dim=1, sorted=False).values
+        return tops[M]
+
+    if cfg.weib_weight > 0:
+        sel = torch.cat([pos, top_m(min(cfg.weib_top_m, K))], dim=1)
+        logits = torch.log1p(-torch.clamp(sel, max=1.0 - eps)) * (-beta_t.to(sel.dtype))
+        total = total + cfg.weib_weight * F.cross_entropy(logits, target)
+    if cfg.pl_weight > 0:
+        sel = torch.cat([pos, top_m(min(cfg.pl_top_m, K))], dim=1)
+        total = total + cfg.pl_weight * F.cross_entropy(sel / tau, target)
+    return total
+
+
+# --------------------------------------------------------------------------------------------
+# the two-view loss
+# --------------------------------------------------------------------------------------------
+
+
+def _check_views(z1: torch.Tensor, z2: torch.Tensor) -> None:
+    """Shape rules of the two views (no host synchronisation)."""
+    for name, z in (("z1", z1), ("z2", z2)):
+        if not isinstance(z, torch.Tensor):
+            raise ValueError(f"{name} must be a torch tensor, got {type(z).__name__}")
+        if z.dim() != 2:
+            raise ValueError(f"{name} must be 2-D (N, d), got shape {tuple(z.shape)}")
+    if z1.shape != z2.shape:
+        raise ValueError(
+            f"z1 and z2 must have the same shape (N, d), got {tuple(z1.shape)} and {tuple(z2.shape)}"
+        )
+    if z1.shape[0] < 2:
+        raise ValueError(f"WeiNCE needs N >= 2 pairs (2N - 2 >= 2 negatives per anchor), got N={z1.shape[0]}")
+
+
+def _two_view(
+    z1: torch.Tensor,
+    z2: torch.Tensor,
+    tau: float,
+    gate: GateConfig,
+    state: WeibullBetaState | None,
+    check_inputs: bool,
+) -> tuple[torch.Tensor, WeiNCEDiagnostics]:
+    """The two-view loss on validated settings (``state`` given iff the released recipe)."""
+    _check_views(z1, z2)
+    if check_inputs:
+        reject_meta(z1=z1, z2=z2)
+    S, cand = two_view_candidates(z1, z2)
+    if check_inputs:
+        check_rows(S, [("z1", z1), ("z2", z2)], normalized=True)
+    neg = cand.detach()[:, 1:]
+    srt = _sort_rows_np(neg) if _np_ok(neg) else None  # CPU fast path: one sort, shared
+    with torch.no_grad():
+        stats = _gate(neg, gate) if srt is None else _gate_sorted_np(srt, gate, neg)
+    clamped = None
+    if srt is not None:  # does any candidate exceed 1 - eps? (the sorted rows hold each row's max)
+        cap = _cap(gate.eps, cand.dtype)
+        clamped = bool(srt[:, -1].max() > cap or cand.detach().numpy()[:, 0].max() > cap)
+    loss = _TLambdaCE.apply(cand, stats.lam, tau, gate.eps, clamped)
+    beta_t = None
+    if state is not None:
+        beta_t = state.update(neg, gate.eps) if srt is None else state._update_sorted(srt, gate.eps)
+        loss = loss + _aux_terms(cand, tau, state.config, gate.eps, beta_t, srt)
+    return loss, _diagnostics(stats, beta_t)
+
+
+def _settings(tau: float, gate: GateConfig, recipe: str) -> float:
+    tau = real("tau", tau, lo=0.0, lo_open=True)
+    if not isinstance(gate, GateConfig):
+        raise ValueError(f"gate must be a GateConfig, got {type(gate).__name__}")
+    one_of("recipe", recipe, RECIPES)
+    return tau
+
+
+@overload
+def weince_loss(
+    z1: torch.Tensor,
+    z2: torch.Tensor,
+    *,
+    tau: float = ...,
+    gate: GateConfig = ...,
+    recipe: Recipe = ...,
+    state: WeibullBetaState | None = ...,
+    check_inputs: bool = ...,
+    return_diagnostics: Literal[False] = ...,
+) -> torch.Tensor: ...
+
+
+@overload
+def weince_loss(
+    z1: torch.Tensor,
+    z2: torch.Tensor,
+    *,
+    tau: float = ...,
+    gate: GateConfig = ...,
+    recipe: Recipe = ...,
+    state: WeibullBetaState | None = ...,
+    check_inputs: bool = ...,
+    return_diagnostics: Literal[True],
+) -> tuple[torch.Tensor, WeiNCEDiagnostics]: ...
+
+
+@overload
+def weince_loss(
+    z1: torch.Tensor,
+    z2: torch.Tensor,
+    *,
+    tau: float = ...,
+    gate: GateConfig = ...,
+    recipe: Recipe = ...,
+    state: WeibullBetaState | None = ...,
+    check_inputs: bool = ...,
+    return_diagnostics: bool,
+) -> torch.Tensor | tuple[torch.Tensor, WeiNCEDiagnostics]: ...
+
+
+def weince_loss(
+    z1: torch.Tensor,
+    z2: torch.Tensor,
+    *,
+    tau: float = WEINCE_TAU,
+    gate: GateConfig = DEFAULT_GATE,
+    recipe: Recipe = "core",
+    state: WeibullBetaState | None = None,
+    check_inputs: bool = True,
+    return_diagnostics: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, WeiNCEDiagnostics]:
+    """Two-view WeiNCE loss, the authors' ``tlambda_select`` (arXiv 2606.00262).
+
+    ``L = mean_i CE([T_lam_i(S[i,p(i)]), T_lam_i(S[i,negatives])], 0)`` with
+    ``T_lam(s) = (1-lam) s/tau + lam (-log(1 - min(s, 1-eps)))`` and the detached per-anchor gate
+    ``lam_i = sigmoid(kappa_rho log(rho0/rho_i)) sigmoid(kappa_aic (dAIC_i - margin))``
+    (``docs/weince.md#the-loss``, ``docs/weince.md#the-gate``). ``recipe="released"`` adds
+    ``0.5 CE_Weibit-top-50(beta_t) + 0.5 CE_PL-top-50`` with the EMA ``beta_t`` kept in ``state``
+    (``docs/weince.md#core-and-released-recipes``). ``lam = 0`` (``GateConfig(margin=inf)``)
+    reproduces :func:`theory.infonce.info_nce` bit for bit. :class:`WeiNCELoss` is the module form.
+
+    Args:
+        z1: ``(N, d)`` first views, ``N >= 2`` (cosine similarities are used, so they need not be
+            normalised). float16/bfloat16 are computed in float32; float64 stays float64.
+        z2: ``(N, d)`` second views, the same shape.
+        tau: temperature of the linear branch only, ``> 0``.
+        gate: the seven gate hyper-parameters.
+        recipe: ``"core"`` (the paper's loss) or ``"released"`` (plus the two auxiliary terms).
+        state: :class:`WeibullBetaState`, required for ``recipe="released"`` (updated in place,
+            moved to the batch's device if needed); must be None for ``"core"``.
+        check_inputs: run the fused finiteness check (one host synchronisation); with False the
+            call never waits for the device.
+        return_diagnostics: also return the :class:`WeiNCEDiagnostics`.
+
+    Returns:
+        The scalar loss, or ``(loss, diagnostics)``.
+
+    Shape:
+        ``z1``, ``z2`` ``(N, d)`` -> scalar; diagnostics ``(2N,)`` per anchor.
+
+    Raises:
+        ValueError: not 2-D tensors, shape mismatch, ``N < 2``, NaN / inf / an overflowing row
+            norm in ``z1`` or ``z2`` (naming it), bad ``tau``, a ``gate`` that is not a
+            :class:`GateConfig`, an unknown recipe, or a ``state`` that does not match the recipe.
+    """
+    tau = _settings(tau, gate, recipe)
+    if recipe == "released" and not isinstance(state, WeibullBetaState):
+        raise ValueError(f"recipe='released' needs state=WeibullBetaState(), got state={state!r}")
+    if recipe == "core" and state is not None:
+        raise ValueError("state is only used by recipe='released'; got a state with recipe='core'")
+    loss, diag = _two_view(z1, z2, tau, gate, state, check_inputs)
+    return (loss, diag) if return_diagnostics else loss
+
+
+class WeiNCELoss(nn.Module):
+    """WeiNCE as an ``nn.Module`` (arXiv 2606.00262; ``docs/weince.md#the-loss-module``).
+
+    ``L = mean_i CE(T_lambda_i logits of anchor i's candidates, positive)`` with the detached
+    per-anchor gate ``lambda_i`` (``docs/weince.md#the-gate``); see :func:`weince_loss`. Settings
+    are validated once here; :meth:`forward` always returns the loss tensor and keeps the gate
+    statistics of the call in :attr:`last_diagnostics`.
+
+    The released recipe's EMA ``beta_t`` lives in the submodule :attr:`beta_state`
+    (:class:`WeibullBetaState`, buffers ``beta``, ``beta_hat``, ``r2``, ``steps``): it moves with
+    ``.to(device)`` and is saved in ``state_dict()``, so a checkpoint resumes exactly. The module
+    has no trainable parameter.
+
+    Example::
+
+        criterion = WeiNCELoss(recipe="released").to("cuda")
+        loss = criterion(z1, z2)
+        loss.backward()
+        criterion.last_diagnostics.lam.mean()
+
+    Args:
+        tau: temperature of the linear branch, ``> 0`` (default 0.5, every released configuration).
+        gate: the gate hyper-parameters (default: the authors').
+        recipe: ``"core"`` (the paper's loss) or ``"released"`` (plus the auxiliary terms).
+        released: settings of the released recipe (default :class:`ReleasedConfig` ``()`` when
+            ``recipe="released"``); must be None for ``"core"``.
+        check_inputs: run the fused finiteness check on every call (one host synchronisation);
+            False makes the forward pass synchronisation-free.
+
+    Attributes:
+        tau, gate, recipe, check_inputs: the validated settings.
+        beta_state: :class:`WeibullBetaState` for the released recipe, else None.
+        last_diagnostics: :class:`WeiNCEDiagnostics` of the last call (detached, on the loss's
+            device), None before the first call.
+
+    Shape:
+        ``z1``, ``z2`` ``(N, d)`` with ``N >= 2`` -> scalar.
+
+    Raises:
+        ValueError: a bad setting (in ``__init__``), or bad inputs (in :meth:`forward`).
+    """
+
+    def __init__(
+        self,
+        tau: float = WEINCE_TAU,
+        gate: GateConfig = DEFAULT_GATE,
+        recipe: Recipe = "core",
+        released: ReleasedConfig | None = None,
+        check_inputs: bool = True,
+    ) -> None:
+        super().__init__()
+        self.tau = _settings(tau, gate, recipe)
+        self.gate = gate
+        self.recipe: Recipe = recipe
+        if not isinstance(check_inputs, bool):
+            raise ValueError(f"check_inputs must be a bool, got {check_inputs!r}")
+        self.check_inputs = check_inputs
+        if recipe == "core" and released is not None:
+            raise ValueError(
+                "released settings are only used by recipe='released'; got them with recipe='core'"
+            )
+        if released is not None and not isinstance(released, ReleasedConfig):
+            raise ValueError(f"released must be a ReleasedConfig, got {type(released).__name__}")
+        self.beta_state: WeibullBetaState | None = (
+            WeibullBetaState(released or DEFAULT_RELEASED) if recipe == "released" else None
+        )
+        self.last_diagnostics: WeiNCEDiagnostics | None = None
+
+    def forward(self, z1: torch.Tensor, z2: torch.Tensor) -> torch.Tensor:
+        """The loss of one batch of pairs; the gate statistics go to :attr:`last_diagnostics`.
+
+        Args:
+            z1: ``(N, d)`` first views.
+            z2: ``(N, d)`` second views.
+
+        Returns:
+            The scalar loss (float32 for half and float32 inputs, float64 for float64).
+        """
+        loss, self.last_diagnostics = _two_view(
+            z1, z2, self.tau, self.gate, self.beta_state, self.check_inputs
+        )
+        return loss
+
+    def extra_repr(self) -> str:  # noqa: D102
+        return f"tau={self.tau}, gate={self.gate}, recipe={self.recipe!r}, check_inputs={self.check_inputs}"
+
+
+# --------------------------------------------------------------------------------------------
+# the label-positive variant
+# --------------------------------------------------------------------------------------------
+
+
+@overload
+def weince_label_loss(
+    z: torch.Tensor,
+    labels: torch.Tensor,
+    *,
+    tau: float = ...,
+    gate: GateConfig = ...,
+    normalize: bool = ...,
+    check_inputs: bool = ...,
+    return_diagnostics: Literal[False] = ...,
+) -> torch.Tensor: ...
+
+
+@overload
+def weince_label_loss(
+    z: torch.Tensor,
+    labels: torch.Tensor,
+    *,
+    tau: float = ...,
+    gate: GateConfig = ...,
+    normalize: bool = ...,
+    check_inputs: bool = ...,
+    return_diagnostics: Literal[True],
+) -> tuple[torch.Tensor, WeiNCEDiagnostics]: ...
+
+
+@overload
+def weince_label_loss(
+    z: torch.Tensor,
+    labels: torch.Tensor,
+    *,
+    tau: float = ...,
+    gate: GateConfig = ...,
+    normalize: bool = ...,
+    check_inputs: bool = ...,
+    return_diagnostics: bool,
+) -> torch.Tensor | tuple[torch.Tensor, WeiNCEDiagnostics]: ...
 
 
 def weince_label_loss(
@@ -202,48 +465,49 @@ def weince_label_loss(
     labels: torch.Tensor,
     *,
     tau: float = WEINCE_TAU,
-    q: float = 0.2,
-    tail_frac: float = 0.1,
-    min_tail: int = 32,
-    margin: float = 2.0,
-    kappa_rho: float = 10.0,
-    kappa_aic: float = 1.0,
-    eps: float = 1e-6,
+    gate: GateConfig = DEFAULT_GATE,
     normalize: bool = True,
+    check_inputs: bool = True,
     return_diagnostics: bool = False,
-):
-    """Label-positive WeiNCE, for SCL/UCL-type experiments (our extension of spec §2).
+) -> torch.Tensor | tuple[torch.Tensor, WeiNCEDiagnostics]:
+    """Label-positive WeiNCE for SCL/UCL-type experiments (the project's extension of arXiv 2606.00262).
 
-    Definition: ``S = z z^T`` (cosine when ``normalize``). For anchor ``i``: positives
-    ``P(i) = {j != i : y_j = y_i}``, negatives ``N(i) = {j : y_j != y_i}`` (``K_i = |N(i)|``).
-    The gate is the core rule applied per anchor to its own negatives: ``k_tail,i =
-    tail_size(K_i)``, burn-in and the two OLS tail fits on its ``k_tail,i`` hardest negatives,
-    ``rho_i = max(1 - max_{N(i)} S_i, eps)``; ``rho0`` is the ``round(q (A' - 1))``-th smallest
-    ``rho`` over the ``A'`` anchors (all anchors, since a batch with 2+ classes gives every anchor
-    a negative); per-anchor fallback ``dAIC_i = 0`` when ``n_eff,i < 2``, and ``rho0 = median``
-    (lower) when every anchor is in the fallback. Loss::
+    ``docs/weince.md#label-positive-variant``. ``S = z z^T`` (cosine when ``normalize``). For
+    anchor ``i``: positives ``P(i) = {j != i : y_j = y_i}``, negatives ``N(i) = {j : y_j != y_i}``
+    (``K_i = |N(i)|``). The gate is the core rule applied per anchor to its own negatives
+    (``k_tail,i = tail_size(K_i)``, the same tail fits, ``rho0`` over all anchors; per-anchor
+    fallback ``dAIC_i = 0`` when ``n_eff,i < 2``, and ``rho0`` = the lower median when every anchor
+    is in the fallback)::
 
         L = (1/|pairs|) sum_{i, j in P(i)} CE([T_i(S_ij), T_i(S_in) for n in N(i)], 0)
 
-    with ``T_i = T_lambda_i`` of §2.7. With two views and label = instance id the gate
-    statistics (lambda, rho, dAIC) are those of :func:`weince_loss` exactly (same float64 tail
-    fits) and the loss equals it up to the round-off of the cross-entropy; with ``lambda = 0``
-    it is the plain label InfoNCE
-    (the SupCon "out" form with the other positives left out of each denominator).
+    With two views and label = instance id the gate statistics equal those of
+    :func:`weince_loss` exactly; with ``lambda = 0`` it is the plain label InfoNCE (the SupCon
+    "out" form with the other positives left out of each denominator). The per-anchor negative
+    counts are read on the host once (to group anchors by tail size and to reject a batch
+    without negatives or pairs); the statistics stay on the device.
 
     Args:
-        z: ``(B, d)`` embeddings; labels: ``(B,)`` integer labels.
-        tau, q, tail_frac, min_tail, margin, kappa_rho, kappa_aic, eps: as :func:`weince_loss`.
+        z: ``(B, d)`` embeddings.
+        labels: ``(B,)`` integer labels.
+        tau: temperature of the linear branch, ``> 0``.
+        gate: the gate hyper-parameters.
         normalize: L2-normalise ``z`` first (cosine similarities; the shortfall needs ``s <= 1``).
-        return_diagnostics: also return :class:`WeiNCEDiagnostics` with per-anchor ``k_tail``
-            and ``n_eff`` tensors.
+        check_inputs: run the fused finiteness check of ``z``.
+        return_diagnostics: also return :class:`WeiNCEDiagnostics` with per-anchor ``k_tail`` and
+            ``n_eff`` tensors.
+
+    Returns:
+        The scalar loss, or ``(loss, diagnostics)``.
+
+    Shape:
+        ``z`` ``(B, d)``, ``labels`` ``(B,)`` -> scalar.
 
     Raises:
-        ValueError: bad shapes / hyper-parameters, a batch with a single class (no negatives), or
-            no (anchor, positive) pair (all labels distinct).
+        ValueError: bad shapes or settings, NaN / inf in ``z``, a batch with a single class (no
+            negatives), or no (anchor, positive) pair (all labels distinct).
     """
-    tau = real("tau", tau, lo=0.0, lo_open=True)
-    p = _gate_params(q, tail_frac, min_tail, margin, kappa_rho, kappa_aic, eps)
+    tau = _settings(tau, gate, "core")
     if not isinstance(z, torch.Tensor) or z.dim() != 2:
         raise ValueError(f"z must be a 2-D tensor (B, d), got {getattr(z, 'shape', type(z).__name__)!r}")
     z = as_float_tensor(z)
@@ -255,80 +519,28 @@ def weince_label_loss(
         raise ValueError(f"labels must be integers, got dtype {labels.dtype}")
     if B < 2:
         raise ValueError(f"need at least 2 samples, got B={B}")
-    if normalize:
-        z = F.normalize(z, dim=1, eps=1e-12)
-    S = z @ z.T
+    if check_inputs:
+        reject_meta(z=z)
+    zn = F.normalize(z, dim=1, eps=1e-12) if normalize else z
+    S = zn @ zn.T
+    if check_inputs:
+        check_rows(S, [("z", z)], normalized=normalize)
     same = labels[:, None] == labels[None, :]
     eye = torch.eye(B, dtype=torch.bool, device=z.device)
     negmask = ~same
     posmask = same & ~eye
-    K_i = negmask.sum(dim=1)
-    if bool((K_i == 0).any()):
-        raise ValueError(
-            f"a batch with a single class (label {int(labels[0])}) has no negatives; the loss is undefined"
-        )
-    num_pairs = int(posmask.sum())
+    counts = torch.stack([negmask.sum(dim=1), posmask.sum(dim=1)]).tolist()  # one host read
+    K_list, num_pairs = counts[0], sum(counts[1])
+    if min(K_list) == 0:
+        raise ValueError("a batch with a single class has no negatives; the loss is undefined")
     if num_pairs == 0:
         raise ValueError("no (anchor, positive) pair: every label is a singleton; the loss is undefined")
 
     with torch.no_grad():
-        stats = _label_gate(S.detach(), negmask, K_i, p)
+        stats = _label_gate(S.detach(), negmask, K_list, gate)
     lam = stats.lam[:, None]
-    logits = tlambda_logits(S, lam, tau, p.eps)
+    logits = tlambda_logits(S, lam, tau, gate.eps)
     lse_neg = torch.logsumexp(logits.masked_fill(~negmask, float("-inf")), dim=1, keepdim=True)
     per_pair = torch.logaddexp(logits, lse_neg) - logits  # (B, B): CE with target the positive
     loss = per_pair.masked_fill(~posmask, 0.0).sum() / num_pairs
-    if not return_diagnostics:
-        return loss
-    return loss, WeiNCEDiagnostics(
-        stats.lam,
-        stats.lam_rho,
-        stats.lam_aic,
-        stats.rho,
-        stats.rho0,
-        stats.dAIC,
-        stats.k_tail,
-        stats.n_eff,
-        None,
-    )
-
-
-class WeiNCELoss(torch.nn.Module):
-    """Module wrapper of :func:`weince_loss`; owns the released recipe's EMA state.
-
-    ``WeiNCELoss(recipe="released")(z1, z2)`` updates ``self.state`` every call. Keyword
-    arguments are those of :func:`weince_loss` (validated at construction).
-    """
-
-    def __init__(self, *, recipe: str = "core", state: WeibullBetaState | None = None, **kwargs) -> None:
-        super().__init__()
-        self.recipe = one_of("recipe", recipe, RECIPES)
-        self.state = state if state is not None else (WeibullBetaState() if recipe == "released" else None)
-        self.kwargs = dict(kwargs)
-        allowed = {"tau", "q", "tail_frac", "min_tail", "margin", "kappa_rho", "kappa_aic", "eps"}
-        bad = set(self.kwargs) - allowed
-        if bad:
-            raise ValueError(f"unknown WeiNCE arguments {sorted(bad)}; allowed {sorted(allowed)}")
-        real("tau", self.kwargs.get("tau", WEINCE_TAU), lo=0.0, lo_open=True)
-        _gate_params(
-            *(
-                self.kwargs.get(k, d)
-                for k, d in (
-                    ("q", 0.2),
-                    ("tail_frac", 0.1),
-                    ("min_tail", 32),
-                    ("margin", 2.0),
-                    ("kappa_rho", 10.0),
-                    ("kappa_aic", 1.0),
-                    ("eps", 1e-6),
-                )
-            )
-        )
-
-    def forward(self, z1: torch.Tensor, z2: torch.Tensor, return_diagnostics: bool = False):  # noqa: D102
-        return weince_loss(
-            z1, z2, recipe=self.recipe, state=self.state, return_diagnostics=return_diagnostics, **self.kwargs
-        )
-
-    def extra_repr(self) -> str:  # noqa: D102
-        return f"recipe={self.recipe!r}, {self.kwargs}"
+    return (loss, _diagnostics(stats, None)) if return_diagnostics else loss

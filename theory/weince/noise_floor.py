@@ -1,8 +1,9 @@
 """The synthetic softmax-vs-Weibit noise floor: theory values and the Monte Carlo experiment.
 
-Erol et al., ICML 2026 (arXiv 2606.00262), spec/weince.md §1.6, §4.2 (claim W5). Winners are drawn
-from the Weibit law ``p* ∝ (1 - s)^(-beta)`` over fixed scores ``s``; the softmax estimator matches
-moments in ``s``, the Weibit estimator in ``x = -log(1 - s)``.
+Erol et al., ICML 2026 (arXiv 2606.00262), the synthetic noise-floor experiment (claim W5);
+``docs/weince.md#the-noise-floor``. Winners are drawn from the Weibit law ``p* ∝ (1 - s)^(-beta)``
+over fixed scores ``s``; the softmax estimator matches moments in ``s``, the Weibit estimator in
+``x = -log(1 - s)``. Input rule of the EVT tools (``docs/weince.md#inputs``).
 """
 
 from __future__ import annotations
@@ -10,12 +11,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
 from scipy import optimize
 
-from theory.validation import as_finite_1d, integer, real
+from theory.validation import integer, real
+from theory.weince._inputs import as_float64
 
 __all__ = [
     "NoiseFloorTheory",
@@ -30,7 +33,7 @@ _NF_NS = (100, 200, 500, 1000, 2000, 5000, 10000)
 
 @dataclass(frozen=True)
 class NoiseFloorTheory:
-    """Theory values of the noise-floor design (spec §4.2), all computed from the DGP.
+    """Theory values of the noise-floor design, all computed from the DGP (``docs/weince.md#the-noise-floor``).
 
     ``p_star`` winner law ``∝ (1 - s)^(-beta)``; ``target = beta (x_top - x_ref)`` with
     ``x = -log(1 - s)``; ``theta_pseudo`` solves ``E_softmax(theta s)[s] = E_p*[s]``;
@@ -40,7 +43,7 @@ class NoiseFloorTheory:
     (s_top - s_ref)^2 godambe`` (n Var of the softmax log-odds).
     """
 
-    scores: tuple
+    scores: tuple[float, ...]
     beta: float
     p_star: np.ndarray
     target: float
@@ -60,19 +63,34 @@ def _softmax_mean(theta: np.ndarray, v: np.ndarray) -> np.ndarray:
     l = theta[:, None] * v[None, :]
     l = l - l.max(axis=1, keepdims=True)
     w = np.exp(l)
-    return (w @ v) / w.sum(axis=1)
+    return np.asarray((w @ v) / w.sum(axis=1))
 
 
 def softmax_link_mle(
-    target_mean, v, *, steps: int = 100, bracket: tuple[float, float] = (-100.0, 100.0)
+    target_mean: Any, v: Any, *, steps: int = 100, bracket: tuple[float, float] = (-100.0, 100.0)
 ) -> np.ndarray:
     """One-parameter multinomial-logit MLE by moment matching: solve ``E_softmax(b v)[v] = m``.
 
     Bisection (``steps`` halvings of ``bracket``; the mean is increasing in ``b``), vectorised
-    over ``target_mean`` ``(R,)`` -> ``(R,)`` (spec §4.2; both estimators of the noise floor).
+    over ``target_mean`` (both estimators of the noise floor, ``docs/weince.md#the-noise-floor``).
+
+    Args:
+        target_mean: sample means ``m`` to match (flattened).
+        v: the candidates' coordinates (flattened).
+        steps: bisection halvings, ``>= 1``.
+        bracket: increasing search interval of ``b``.
+
+    Returns:
+        ``b_hat``, one per target mean.
+
+    Shape:
+        ``target_mean`` ``(R,)``, ``v`` ``(C,)`` -> ``(R,)``.
+
+    Raises:
+        ValueError: non-finite inputs, ``steps < 1``, a bracket that is not increasing.
     """
-    v = as_finite_1d("v", v)
-    m = np.atleast_1d(np.asarray(target_mean, dtype=np.float64))
+    v = as_float64("v", v, flatten=True)
+    m = as_float64("target_mean", target_mean, flatten=True)
     steps = integer("steps", steps, lo=1)
     lo = np.full(m.shape, float(bracket[0]))
     hi = np.full(m.shape, float(bracket[1]))
@@ -83,17 +101,29 @@ def softmax_link_mle(
         below = _softmax_mean(mid, v) < m
         lo = np.where(below, mid, lo)
         hi = np.where(below, hi, mid)
-    return 0.5 * (lo + hi)
+    return np.asarray(0.5 * (lo + hi))
 
 
 def noise_floor_theory(
-    scores: Sequence[float] = _NF_SCORES, beta: float = 0.8, top: int = -1, ref: int = 0
+    scores: Any = _NF_SCORES, beta: float = 0.8, top: int = -1, ref: int = 0
 ) -> NoiseFloorTheory:
-    """Theory lines of the synthetic noise floor (spec §1.6, §4.2), computed from the DGP.
+    """Theory lines of the synthetic noise floor, computed from the DGP (``docs/weince.md#the-noise-floor``).
 
     Defaults reproduce c = 7.13603 and bias^2 = 0.045151.
+
+    Args:
+        scores: candidate scores in ``(-1, 1)``.
+        beta: the Weibit exponent ``> 0``.
+        top: index of the top candidate (negative indices allowed).
+        ref: index of the reference candidate.
+
+    Returns:
+        :class:`NoiseFloorTheory`.
+
+    Raises:
+        ValueError: scores outside ``(-1, 1)`` or non-finite, ``beta <= 0``.
     """
-    s = as_finite_1d("scores", scores)
+    s = as_float64("scores", scores, flatten=True)
     if np.any((s >= 1) | (s <= -1)):
         raise ValueError("scores must lie in (-1, 1)")
     beta = real("beta", beta, lo=0.0, lo_open=True)
@@ -139,17 +169,25 @@ def noise_floor_experiment(
     *,
     reps: int = 12000,
     seed: int = 20260113,
-    scores: Sequence[float] = _NF_SCORES,
+    scores: Any = _NF_SCORES,
     beta: float = 0.8,
     steps: int = 100,
 ) -> pd.DataFrame:
-    """Simulate the softmax-vs-Weibit noise floor (spec §4.2, claim W5).
+    """Simulate the softmax-vs-Weibit noise floor (claim W5, ``docs/weince.md#the-noise-floor``).
 
     For each ``n`` in order: ``reps`` multinomial(n, p*) count vectors from
     ``numpy.random.default_rng(seed)`` (one ``rng.multinomial(n, p*, size=reps)`` per n); the
     softmax estimator ``theta_hat`` (moment match in ``s``) and the Weibit estimator ``beta_hat``
     (moment match in ``x = -log(1 - s)``), both by 100-step bisection on [-100, 100]; log-odds
     estimates ``theta_hat (s_top - s_ref)`` and ``beta_hat (x_top - x_ref)`` of the target.
+
+    Args:
+        ns: sample sizes ``n >= 1``, simulated in this order.
+        reps: replications per ``n`` (``>= 2``).
+        seed: seed of ``numpy.random.default_rng``.
+        scores: candidate scores.
+        beta: the Weibit exponent.
+        steps: bisection halvings of both estimators.
 
     Returns:
         DataFrame, one row per n: ``n, reps, mse_softmax, mse_weibit, se_mse_softmax,

@@ -1,9 +1,9 @@
 """Symbolic (sympy) derivations of the WeiNCE paper (Erol et al., ICML 2026, arXiv 2606.00262).
 
 * the derivative of the WeiNCE logit ``T_lambda(s) = (1-lambda) s/tau - lambda log(1-s)``
-  (spec/weince.md §1.4): increasing and convex on ``s < 1`` for ``lambda`` in [0, 1];
+  (``docs/weince.md#the-t-lambda-logits``): increasing and convex on ``s < 1`` for ``lambda`` in [0, 1];
 * the Weibull (weibit) top-1 law ``P(D_j smallest) = q_j^(-beta) / sum_k q_k^(-beta)`` for
-  shortfalls ``D_j = q_j W_j`` with ``W_j`` i.i.d. Weibull of shape ``beta`` (spec/weince.md §1.3).
+  shortfalls ``D_j = q_j W_j`` with ``W_j`` i.i.d. Weibull of shape ``beta`` (``docs/weince.md#the-weibit-top-1-law``).
 
 ``K`` here is the number of candidates ``j = 1..K`` of the top-1 law. Every function returns
 sympy objects or Python booleans; nothing numeric is assumed that sympy does not derive.
@@ -25,7 +25,7 @@ __all__ = [
 
 
 def tlambda() -> tuple[tuple[sp.Symbol, ...], sp.Expr]:
-    """``T_lambda(s) = (1-lambda) s/tau - lambda log(1-s)`` (spec/weince.md §1.4).
+    """``T_lambda(s) = (1-lambda) s/tau - lambda log(1-s)`` (``docs/weince.md#the-t-lambda-logits``).
 
     Returns:
         ``((s, lam, tau), T)`` with ``s < 1`` real, ``lam`` in [0, 1], ``tau > 0`` symbols.
@@ -37,8 +37,16 @@ def tlambda() -> tuple[tuple[sp.Symbol, ...], sp.Expr]:
 
 
 def tlambda_derivative(order: int = 1) -> sp.Expr:
-    """``d^order T_lambda / ds^order``: order 1 is ``(1-lambda)/tau + lambda/(1-s)``, order 2 is
-    ``lambda/(1-s)^2`` (so T is increasing and convex on ``s < 1`` for ``lambda`` in [0, 1]).
+    """``d^order T_lambda / ds^order`` (sympy).
+
+    Order 1 is ``(1-lambda)/tau + lambda/(1-s)``, order 2 is ``lambda/(1-s)^2`` (so T is
+    increasing and convex on ``s < 1`` for ``lambda`` in [0, 1]; ``docs/weince.md#the-t-lambda-logits``).
+
+    Args:
+        order: derivative order ``>= 1``.
+
+    Returns:
+        The simplified derivative.
     """
     order = integer("order", order, lo=1)
     (s, _, _), T = tlambda()
@@ -46,8 +54,10 @@ def tlambda_derivative(order: int = 1) -> sp.Expr:
 
 
 def check_tlambda_derivative() -> bool:
-    """True iff sympy's derivatives equal the stated closed forms and are positive / non-negative
-    on ``s < 1`` (substituting ``s = 1 - u`` with ``u > 0``) for ``lambda`` in ``[0, 1]``.
+    """Check the stated derivatives of T_lambda and their signs with sympy.
+
+    True iff sympy's derivatives equal the stated closed forms and are positive / non-negative on
+    ``s < 1`` (substituting ``s = 1 - u`` with ``u > 0``) for ``lambda`` in ``[0, 1]``.
     """
     (s, lam, tau), _ = tlambda()
     d1, d2 = tlambda_derivative(1), tlambda_derivative(2)
@@ -68,7 +78,9 @@ def check_tlambda_derivative() -> bool:
     return bool(d2u.is_nonnegative)
 
 
-def weibull_top1_probabilities(K: int, beta=None) -> tuple[tuple, list[sp.Expr]]:
+def weibull_top1_probabilities(
+    K: int, beta: float | None = None
+) -> tuple[tuple[sp.Symbol, ...], list[sp.Expr]]:
     """``P(D_j is the smallest)``, ``j = 1..K``, for ``D_j = q_j W_j``, W i.i.d. Weibull(beta).
 
     ``P(W > w) = exp(-w^beta)``, so ``D_j`` has survival ``exp(-r_j t^beta)`` with
@@ -114,9 +126,11 @@ def weibull_top1_probabilities(K: int, beta=None) -> tuple[tuple, list[sp.Expr]]
     return q, probs
 
 
-def check_weibull_top1_law(K: int, beta=None) -> bool:
-    """True iff :func:`weibull_top1_probabilities` equals ``q_j^(-beta) / sum_k q_k^(-beta)``
-    for every ``j`` (and hence the probabilities sum to 1).
+def check_weibull_top1_law(K: int, beta: float | None = None) -> bool:
+    """Check the Weibull top-1 law with sympy (``docs/weince.md#the-w-law-check``).
+
+    True iff :func:`weibull_top1_probabilities` equals ``q_j^(-beta) / sum_k q_k^(-beta)`` for
+    every ``j`` (and hence the probabilities sum to 1).
     """
     q, probs = weibull_top1_probabilities(K, beta)
     b = sp.Symbol("beta", positive=True) if beta is None else sp.nsimplify(beta)

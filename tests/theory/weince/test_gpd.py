@@ -95,7 +95,7 @@ def test_fit_gpd_recovers_xi_and_agrees_with_scipy(xi):
     fit = fit_gpd(y)
     assert abs(fit.xi - xi) < XI_TOL
     assert abs(fit.sigma - 0.1) < 0.01
-    c, loc, scale = stats.genpareto.fit(y, floc=0)
+    c, _, scale = stats.genpareto.fit(y, floc=0)
     assert abs(fit.xi - c) < 5e-3  # scipy's c is xi (same sign)
     assert fit.loglik >= gpd_loglik(y, c, scale) - 1e-3  # the profile max is at least as good
     assert abs(fit.exp_sigma - y.mean()) < 1e-15
@@ -154,7 +154,7 @@ def test_threshold_stability_scan():
 def test_sign_convention_wrappers():
     rng = np.random.default_rng(9)
     y = stats.genpareto.rvs(-0.3, scale=0.1, size=3000, random_state=rng)
-    xi, sigma = scipy_gpd_fit(y)
+    xi, _ = scipy_gpd_fit(y)
     assert abs(xi - fit_gpd(y).xi) < 5e-3 and xi < 0
     # reverse-Weibull maxima: scipy genextreme c = +0.3 means xi = -0.3 (Coles)
     m = stats.genextreme.rvs(0.3, loc=0.5, scale=0.1, size=3000, random_state=rng)

@@ -97,3 +97,58 @@ def test_candidates_from_similarity():
     z = torch.nn.functional.normalize(torch.cat([z1, z2]), dim=1)
     want = candidates_from_similarity((z @ z.T).numpy(), (np.arange(10) + 5) % 10)
     assert np.allclose(two_view_link_candidates(z1, z2), want, atol=1e-15)
+
+
+# ---------------------------------------------------------------------------------------------
+# identification: a flat likelihood reports "not identified" instead of an arbitrary lambda-hat
+# ---------------------------------------------------------------------------------------------
+
+
+def _equal_shortfall_partner(s_a, tau):
+    """s_b != s_a with -log(1 - s_b) - s_b / tau = -log(1 - s_a) - s_a / tau (g is convex, min at 1 - tau)."""
+    from scipy import optimize
+
+    g = lambda s: -math.log(1 - s) - s / tau  # noqa: E731
+    return optimize.brentq(lambda s: g(s) - g(s_a), 1 - tau + 1e-9, 1 - 1e-9, xtol=1e-15)
+
+
+def test_flat_likelihood_with_distinct_similarities_is_not_identified():
+    # rows [s_a, s_b] with equal T_lambda increments: every lambda gives the same logit difference
+    # (s_a - s_b)/tau, so l(lambda) is exactly flat although the candidates differ
+    tau = 0.5
+    rows = []
+    for s_a in (0.1, 0.2, 0.3, 0.4):
+        s_b = _equal_shortfall_partner(s_a, tau)
+        assert abs(s_b - s_a) > 0.1
+        rows += [[s_a, s_b], [s_b, s_a], [s_b, s_a]]
+    cand = np.array(rows)
+    lls = [tlambda_loglik(cand, lam, tau) for lam in np.linspace(0, 1, 11)]
+    assert max(lls) - min(lls) < 1e-12  # the slow check that the likelihood is flat
+    res = link_select(cand, tau=tau)
+    assert res.identified is False and math.isnan(res.lam_hat)
+    assert res.lr_stat == 0.0 and res.p_chi2 == 1.0 and res.p_boundary == 1.0
+    assert res.loglik_range < 1e-9 and res.tau_hat == tau
+    assert abs(res.loglik - lls[0]) < 1e-12
+
+
+def test_constant_rows_are_not_identified_and_tau_not_fitted():
+    cand = np.repeat(np.linspace(-0.2, 0.7, 9)[:, None], 5, axis=1)  # all candidates of a row equal
+    res = link_select(cand, tau=None, n_grid=7)
+    assert res.identified is False and math.isnan(res.lam_hat) and math.isnan(res.tau_hat)
+    assert abs(res.loglik - (-9 * math.log(5))) < 1e-12
+
+
+def test_identified_cases():
+    res = link_select(simulate_tlambda(500, 8, 0.5, 0.5, seed=9), tau=0.5)
+    assert res.identified is True and 0.0 <= res.lam_hat <= 1.0 and res.loglik_range > 1.0
+    # one informative row among flat ones is enough to identify lambda
+    flat = np.repeat(np.linspace(-0.2, 0.7, 20)[:, None], 4, axis=1)
+    mixed = [flat, np.array([[0.95, 0.1, 0.2, 0.3]])]
+    r2 = link_select(mixed, tau=0.5)
+    assert r2.identified is True and r2.lam_hat == 1.0  # the likelihood increases in lambda here
+    assert tlambda_loglik(mixed, 1.0) > tlambda_loglik(mixed, 0.0)
+    # flat_tol is the stated tolerance: raising it past the range declares it flat
+    r3 = link_select(mixed, tau=0.5, flat_tol=1.0)
+    assert r3.identified is False
+    with pytest.raises(ValueError, match="flat_tol"):
+        link_select(mixed, flat_tol=-1.0)

@@ -35,7 +35,7 @@ def test_softmax_link_mle_matches_brentq():
         return (w @ v) / w.sum()
 
     for gi, mi in zip(got, m):
-        assert abs(gi - optimize.brentq(lambda b: mean(b) - mi, -100, 100, xtol=1e-14)) < 1e-9
+        assert abs(gi - optimize.brentq(lambda b, mi=mi: mean(b) - mi, -100, 100, xtol=1e-14)) < 1e-9
 
 
 def test_noise_floor_draw_order_matches_manual_loop():
@@ -55,7 +55,7 @@ def test_noise_floor_draw_order_matches_manual_loop():
                     w = np.exp(b * v - (b * v).max())
                     return (w @ v) / w.sum()
 
-                b = optimize.brentq(lambda b: mean(b) - m, -100, 100, xtol=1e-14)
+                b = optimize.brentq(lambda b, m=m: mean(b) - m, -100, 100, xtol=1e-14)
                 errs.append((b * scale - th.target) ** 2)
         assert abs(row.mse_softmax - np.mean(errs_s)) < 1e-9
         assert abs(row.mse_weibit - np.mean(errs_w)) < 1e-9

@@ -39,7 +39,10 @@ def test_weibull_top1_law_symbolic(K):
     for b in (0.7, 2.0):
         for j in range(K):
             qs = list(vals.values())
-            dens = lambda t: b * t ** (b - 1) * qs[j] ** (-b) * math.exp(-sum((t / qk) ** b for qk in qs))  # noqa: E731
+
+            def dens(t, b=b, qs=qs, j=j):
+                return b * t ** (b - 1) * qs[j] ** (-b) * math.exp(-sum((t / qk) ** b for qk in qs))
+
             num, _ = integrate.quad(dens, 0, np.inf)
             sym = float(probs[j].subs(vals).subs(beta, b))
             assert sym == pytest.approx(num, rel=1e-7)
