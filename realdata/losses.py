@@ -47,7 +47,7 @@ Under DDP the batch norms of the encoder use per-rank statistics unless the run 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, is_dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -120,13 +120,13 @@ class StepLoss:
         value: detached 0-d float64 value of the loss of the global batch (every rank).
         gate: WeiNCE only: detached per-anchor ``lambda, lambda_rho, lambda_aic, daic`` of this
             rank's anchors (float32 CPU-free tensors on the device), else ``None``.
-        extra: detached scalars (``beta_t`` of the released recipe).
+        extra: detached 0-d tensors (``beta_t`` of the released recipe).
     """
 
     loss: torch.Tensor
     value: torch.Tensor
     gate: dict[str, torch.Tensor] | None = None
-    extra: dict[str, float] | None = None
+    extra: dict[str, torch.Tensor] | None = None
 
 
 # --------------------------------------------------------------------------------------------
@@ -286,8 +286,8 @@ def two_view_partial_loss(
         tau: temperature of the linear branch.
         weince: WeiNCE (True) or InfoNCE.
         world: for the gather of ``rho``.
-        gate_kwargs: WeiNCE gate hyper-parameters (``q, tail_frac, min_tail, margin, kappa_rho,
-            kappa_aic, eps``); defaults those of :func:`theory.weince.weince_loss`.
+        gate_kwargs: WeiNCE gate hyper-parameters (fields of :class:`theory.weince.GateConfig`:
+            ``q, tail_frac, min_tail, margin, kappa_rho, kappa_aic, eps``); default the authors'.
 
     Returns:
         ``(part, gate)``; ``gate`` holds the detached per-anchor statistics (WeiNCE) or None.
@@ -307,23 +307,19 @@ def two_view_partial_loss(
     target = torch.zeros(local.numel(), dtype=torch.long, device=z.device)
     if not weince:
         return F.cross_entropy(cand / tau, target, reduction="sum") / A, None
-    from theory.weince import weince_gate
-    from theory.weince.logits import tlambda_logits
-    from theory.weince.tailfit import rho0_index
+    from theory.weince import GateConfig, rho0_index, tlambda_logits, weince_gate
 
-    kw = dict(q=0.2, tail_frac=0.1, min_tail=32, margin=2.0, kappa_rho=10.0, kappa_aic=1.0, eps=1e-6)
-    kw.update(gate_kwargs or {})
+    g = GateConfig(**(gate_kwargs or {}))
     with torch.no_grad():
-        st = weince_gate(neg.detach(), **kw)
+        st = weince_gate(neg.detach(), gate=g)
         rho_all = world.gather_nograd(st.rho.to(torch.float64))
         srt = torch.sort(rho_all).values
         n_eff = st.n_eff if isinstance(st.n_eff, int) else int(st.n_eff.min())
-        idx = (A - 1) // 2 if n_eff < 2 else rho0_index(A, float(kw["q"]))
-        eps = float(kw["eps"])
+        idx = (A - 1) // 2 if n_eff < 2 else rho0_index(A, g.q)
+        eps = g.eps
         rho0 = torch.clamp(srt[idx], min=eps)
-        lam_rho = torch.sigmoid(
-            float(kw["kappa_rho"]) * (torch.log(rho0) - torch.log(torch.clamp(st.rho.double(), min=eps)))
-        )
+        log_rho = torch.log(torch.clamp(st.rho.double(), min=eps))
+        lam_rho = torch.sigmoid(g.kappa_rho * (torch.log(rho0) - log_rho))
         lam = (lam_rho * st.lam_aic.double()).to(cand.dtype)
     logits = tlambda_logits(cand, lam[:, None], tau, eps)
     part = F.cross_entropy(logits, target, reduction="sum") / A
@@ -358,43 +354,32 @@ class Objective(nn.Module):
         self.spec = spec
         self.world = world
         self.mode = "replicated" if (spec.method == "WeiNCE" and spec.recipe == "released") else mode
-        self.state: Any = None
-        if spec.method == "WeiNCE" and spec.recipe == "released":
-            from theory.weince.recipe import WeibullBetaState
+        self.criterion: Any = None  # theory.weince.WeiNCELoss for WeiNCE
+        if spec.method == "WeiNCE":
+            from theory.weince import WeiNCELoss
 
-            self.state = WeibullBetaState()
+            # check_inputs=False: no host synchronisation per step (the loop checks the epoch loss)
+            self.criterion = WeiNCELoss(tau=spec.tau, recipe=spec.recipe, check_inputs=False)  # type: ignore[arg-type]
 
     def extra_repr(self) -> str:  # noqa: D102
         return f"{self.spec}, world={self.world.size}, mode={self.mode!r}"
 
     # ---------------------------------------------------------------- EMA state (checkpoints)
     def state_payload(self) -> dict[str, Any]:
-        """The WeiNCE EMA state as plain values (empty for other objectives)."""
-        s = self.state
-        if s is None:
+        """The WeiNCE EMA state (the criterion's buffers) as CPU tensors; empty otherwise."""
+        if self.criterion is None:
             return {}
-        if isinstance(s, nn.Module):
-            return {k: v.detach().cpu().clone() for k, v in s.state_dict().items()}
-        if is_dataclass(s) and not isinstance(s, type):
-            return dict(asdict(s))
-        raise TypeError(f"unknown WeiNCE state type {type(s).__name__}")
+        return {k: v.detach().cpu().clone() for k, v in self.criterion.state_dict().items()}
 
     def load_state_payload(self, payload: dict[str, Any]) -> None:
         """Restore :meth:`state_payload`."""
-        s = self.state
-        if s is None or not payload:
-            return
-        if isinstance(s, nn.Module):
-            s.load_state_dict(payload)
-        else:
-            for k, v in payload.items():
-                setattr(s, k, v)
+        if self.criterion is not None and payload:
+            self.criterion.load_state_dict(payload)
 
     def beta_t(self) -> float | None:
         """The released recipe's current ``beta_t`` (None otherwise)."""
-        if self.state is None:
-            return None
-        return float(self.state.beta)
+        state = getattr(self.criterion, "beta_state", None)
+        return None if state is None else float(state.beta)
 
     # ---------------------------------------------------------------- the step
     def forward(  # noqa: D102
@@ -479,13 +464,11 @@ class Objective(nn.Module):
 
             loss = info_nce(z1, z2, tau=spec.tau)
             return StepLoss(loss, loss.detach().to(torch.float64))
-        from theory.weince import weince_loss
-
-        loss, diag = weince_loss(
-            z1, z2, tau=spec.tau, recipe=spec.recipe, state=self.state, return_diagnostics=True
-        )
+        assert self.criterion is not None
+        loss = self.criterion(z1, z2)
+        diag = self.criterion.last_diagnostics
         gate = {"lambda": diag.lam, "lambda_rho": diag.lam_rho, "lambda_aic": diag.lam_aic, "daic": diag.dAIC}
-        extra = None if diag.beta_t is None else {"beta_t": float(diag.beta_t)}
+        extra = None if diag.beta_t is None else {"beta_t": diag.beta_t}
         return StepLoss(
             loss, loss.detach().to(torch.float64), {k: v.detach() for k, v in gate.items()}, extra
         )

@@ -366,7 +366,7 @@ def train_run(
         gate_parts: list[dict[str, torch.Tensor]] = []
         keep_at = {round(i * (len(batches) - 1) / max(1, _GATE_STEPS - 1)) for i in range(_GATE_STEPS)}
         done = skipped = 0
-        beta_t = float("nan")
+        beta_t: Any = float("nan")
         for s, idx in enumerate(batches):
             if setting == "supervised" and bool((labels_cpu[idx] == labels_cpu[idx[0]]).all()):
                 skipped += 1  # a single-class batch: no negatives, the SCL loss is undefined
@@ -409,7 +409,7 @@ def train_run(
                 lambda_aic_mean=float(gate_sum["lambda_aic"][0]) / done,
                 daic_median=float(gate_sum["daic"][1]) / done,
             )
-            extra["beta_t"] = beta_t
+            extra["beta_t"] = float(beta_t)
             part = {k: torch.cat([g[k] for g in gate_parts]).double().cpu().numpy() for k in gate_parts[0]}
             gate_rows.append(pd.DataFrame({"epoch": epoch, **part})[list(GATE_COLUMNS)])
         error = None
