@@ -77,11 +77,12 @@ class _Timer:
 
 
 def _syncs_in_loss(step, images, labels) -> int | None:
-    """Host synchronisations inside one WeiNCE objective call (CUDA only; None elsewhere)."""
+    """Host synchronisations inside one objective call (CUDA only; None elsewhere)."""
     if images.device.type != "cuda":
         return None
     z1, z2 = step.embed(images)
-    z1, z2 = z1.detach().float(), z2.detach().float()
+    z1 = z1.detach().float()
+    z2 = None if z2 is None else z2.detach().float()
     torch.cuda.synchronize()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -117,6 +118,8 @@ def _measure(
         "augment_share_pct": 100 * t_aug / t,
     }
     extra: dict[str, Any] = {}
+    if method == "HSCL":  # reported, not a target: theory's input validation synchronises
+        extra["hscl_loss_host_syncs"] = _syncs_in_loss(step, x, y)
     if method == "WeiNCE":
         extra["weince_loss_host_syncs"] = _syncs_in_loss(step, x, y)
         extra["weince_parameters"] = sum(p.numel() for p in step.objective.parameters())
@@ -149,7 +152,7 @@ def run(device: str, quick: bool, repeats: int, batch: int) -> dict[str, Any]:
                 out["steps"][name], extra = _measure(
                     arch, method, bf16 and cuda, batch, dev, timer, repeats, warm
                 )
-                if method == "WeiNCE" and arch == archs[0] and bf16:
+                if arch == archs[0] and bf16:
                     out.update(extra)
                 if cuda:
                     torch.cuda.empty_cache()
