@@ -8,7 +8,8 @@ Entry points:
   candidates of a trained InfoNCE encoder, and writes the records.
 * :func:`run_group` (``python -m realdata claims r1-r3|r4|r5|w1-w3``): the paper-scale runs of a
   group (:mod:`realdata.grids`), resumable, then the records.
-* :func:`write_records` (``python -m realdata claims records``): re-judges whatever is stored.
+* :func:`realdata.records.write_records` (``python -m realdata claims records``): re-judges what
+  is stored and writes the records and tables (re-exported here).
 
 What is written (``RESULTS`` = the main job's results folder):
 
@@ -36,21 +37,20 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from realdata import store
-from realdata.grids import CLAIM_GROUPS, FOLDERS, digits_runs, group_command, group_runs
-from realdata.judges import (
-    final_summary,
-    judge_r1,
-    judge_r2,
-    judge_r3,
-    judge_r4,
-    judge_r5,
-    judge_w1,
-    judge_w2,
-    judge_w3,
-    judge_w4,
+from realdata.grids import CLAIM_GROUPS, digits_runs, group_runs
+from realdata.judges import final_summary
+from realdata.records import (
+    DIGITS_HCL,
+    DIGITS_TWO,
+    REALDATA_IDS,
+    digits_tables,
+    load_folder,
+    probe_values,
+    read_diagnostics,
+    realdata_folder,
+    write_records,
 )
 
 __all__ = [
@@ -62,44 +62,8 @@ __all__ = [
     "write_records",
 ]
 
-REALDATA_IDS = ("R1", "R2", "R3", "R4", "R5", "W1", "W2", "W3", "W4")
-DIGITS_HCL, DIGITS_TWO = "digits_hcl", "digits_weince"
-_DIGITS_SETTING = {
-    "data": "digits (scikit-learn, 8x8 greyscale, 1437 train / 360 test)",
-    "encoder": "smallcnn width 16",
-    "batch_size": "128",
-    "epochs": "20",
-    "seeds": "3",
-    "scale": "digits",
-}
-_PAPER_SETTING = {
-    "R1": {
-        "data": "CIFAR-100",
-        "encoder": "ResNet-50 (CIFAR stem) + HCL head, d=99",
-        "normalization": "ball",
-        "views": "label (no augmentation)",
-        "batch_size": "512",
-        "K": "256 sampled",
-        "epochs": "400",
-    },
-    "W": {
-        "data": "CIFAR-100",
-        "encoder": "ResNet-18 (CIFAR stem) + WeiNCE projector (64)",
-        "views": "SimCLR",
-        "batch_size": "256",
-        "epochs": "100",
-        "seeds": "7, 21, 63, 84",
-        "recipe": "released",
-    },
-}
-
-
-def _rd(results: str | Path) -> Path:
-    return Path(results) / "realdata"
-
-
-def _load(folder: Path) -> pd.DataFrame:
-    return store.load(folder) if (folder / "runs").is_dir() else pd.DataFrame()
+_rd = realdata_folder
+_load = load_folder
 
 
 # --------------------------------------------------------------------------------------------
@@ -180,9 +144,7 @@ def _diag_path(results: str | Path) -> Path:
     return Path(results) / "weince" / "diagnostics.json"
 
 
-def _read_diag(results: str | Path) -> dict[str, Any]:
-    p = _diag_path(results)
-    return json.loads(p.read_text(encoding="utf-8")) if p.is_file() else {}
+_read_diag = read_diagnostics
 
 
 def _diagnose(
@@ -238,274 +200,6 @@ def _diagnose(
     diag[scale] = out
     store.atomic_write_text(_diag_path(results), json.dumps(diag, indent=2, default=float))
     return out
-
-
-# --------------------------------------------------------------------------------------------
-# records
-# --------------------------------------------------------------------------------------------
-
-
-def _claim(
-    cid: str, paper: Any, others: list[Any], command: str, paper_setting: dict[str, str], note: str
-) -> Any:
-    """One record: the paper-scale sub-check decides; smaller scales are evidence (NOT RUN)."""
-    from theory.claims import Claim, Verdict, statement
-
-    others = [o for o in others if o is not None]
-    subs = tuple(s for s in (paper, *others) if s is not None)
-    criterion = "declared in realdata.judges (docs/realdata.md, 'Verdict rules'), before the runs"
-    if paper is not None and paper.verdict != Verdict.NOT_RUN:
-        return Claim(
-            cid,
-            paper.verdict,
-            paper.evidence,
-            subs,
-            paper_setting,
-            command,
-            criterion,
-            statement=statement(cid),
-            notes=f"paper-scale runs of python -m realdata. {note}".strip(),
-        )
-    if others:
-        first = others[0]
-        own = "; ".join(f"{o.setting.get('scale', '?')}: {o.verdict.value}" for o in others)
-        notes = (
-            f"NOT RUN at paper scale: {command}. The evidence is from smaller scales on other data "
-            f"(the digits scale of the main job: python -m realdata digits), not a reproduction of the "
-            f"paper's claim; their own verdicts under the declared rules: {own}. {note}"
-        ).strip()
-        setting = {**dict(first.setting), "paper_scale": "NOT RUN"}
-        return Claim(cid, Verdict.NOT_RUN, first.evidence, subs, setting, command, criterion, notes=notes)
-    return Claim(
-        cid,
-        Verdict.NOT_RUN,
-        setting=paper_setting,
-        command=command,
-        criterion=criterion,
-        notes="no real-data result stored yet",
-    )
-
-
-def _probe_values(eval_table: pd.DataFrame, column: str) -> dict[str, list[float]]:
-    if eval_table is None or len(eval_table) == 0 or column not in eval_table:
-        return {}
-    return {m: [100.0 * float(v) for v in g[column].dropna()] for m, g in eval_table.groupby("method")}
-
-
-def _bench(results: Path) -> tuple[dict[str, Any] | None, bool]:
-    for name, gpu in (("gpu_check.json", True), ("realdata_cpu.json", False)):
-        p = results / "bench" / name
-        if p.is_file():
-            data = json.loads(p.read_text(encoding="utf-8"))
-            if "weince_overhead_pct" in data:
-                return data, gpu
-    return None, False
-
-
-def _digits_tables(rd: Path, scale: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """The digits runs of ``scale`` (other scales' runs in the same folders are left out)."""
-    hcl, two = digits_runs(scale)
-    out = []
-    for folder, cfgs in ((rd / DIGITS_HCL, hcl), (rd / DIGITS_TWO, two)):
-        done = store.done_keys(folder)
-        keys = [c.resolved().key() for c in cfgs if c.resolved().key() in done]
-        out.append(store.load(folder, keys) if keys else pd.DataFrame())
-    ev = _load(rd / DIGITS_TWO / "eval")
-    if len(ev) and len(out[1]):
-        ev = ev[ev["trained_key"].astype(str).isin(set(out[1]["run_key"].astype(str)))]
-    return out[0], out[1], ev
-
-
-def _scale_subchecks(
-    t: dict[str, pd.DataFrame],
-    setting: dict[str, str],
-    *,
-    paper: bool,
-    C: int,
-    top_beta: float,
-    diag: dict[str, Any],
-    eval_table: pd.DataFrame,
-    wsetting: dict[str, str],
-) -> dict[str, Any]:
-    """Sub-checks of one scale from its tables (None where nothing is stored)."""
-    s = final_summary(t.get("hcl", pd.DataFrame()))
-    out: dict[str, Any] = {cid: None for cid in REALDATA_IDS}
-    if len(s):
-        out["R1"] = judge_r1(s, setting, paper=paper)
-        out["R2"] = judge_r2(s, setting, C)
-        out["R3"] = judge_r3(s, setting, top_beta)
-    s4 = final_summary(t.get("r4", pd.DataFrame()))
-    if len(s4):
-        out["R4"] = judge_r4(s4, {**setting, "init": "near-NC (HSCL beta=10 encoder)"})
-    s5 = {
-        ds: final_summary(t[f"r5_{ds}"]) for ds in ("cifar100", "tiny-imagenet") if len(t.get(f"r5_{ds}", ()))
-    }
-    if s5:
-        out["R5"] = judge_r5(
-            s5, {**setting, "data": ", ".join(s5), "encoder": setting.get("r5_encoder", "ResNet-18")}
-        )
-    for cid, kind, judge in (("W1", "pot", judge_w1), ("W2", "link", judge_w2)):
-        if "InfoNCE" in diag.get(kind, {}):
-            out[cid] = judge(
-                diag[kind]["InfoNCE"], {**wsetting, "encoder_trained_with": "InfoNCE"}, "InfoNCE encoder"
-            )
-    if len(eval_table):
-        out["W3"] = judge_w3(_probe_values(eval_table, "probe_test_top1"), wsetting)
-    return out
-
-
-def write_records(results: str | Path = "results", *, digits_scale: str = "default") -> list[Path]:
-    """Judge what is stored under ``results`` and write the records and tables (module docstring).
-
-    Args:
-        results: the main job's results folder.
-        digits_scale: which digits runs are the digits evidence (``default`` or ``quick``).
-    """
-    from theory.claims import to_json
-
-    results = Path(results)
-    rd = _rd(results)
-    diag = _read_diag(results)
-    dh, dt, d_eval = _digits_tables(rd, digits_scale)
-    tables: dict[str, pd.DataFrame] = {DIGITS_HCL: dh, DIGITS_TWO: dt}
-    per_scale = {}
-    for scale in ("paper", "small"):
-        sfx = "" if scale == "paper" else "_small"
-        t = {
-            "hcl": _load(rd / (FOLDERS["r1-r3"] + sfx)),
-            "r4": _load(rd / (FOLDERS["r4"] + sfx)),
-            "w": _load(rd / (FOLDERS["w1-w3"] + sfx)),
-        }
-        for ds in ("cifar100", "tiny-imagenet"):
-            t[f"r5_{ds}"] = _load(rd / f"r5_{ds.replace('-', '')}{sfx}")
-        ev = _load(rd / (FOLDERS["w1-w3"] + sfx) / "eval")
-        tag = (
-            {"scale": "paper"}
-            if scale == "paper"
-            else {
-                "scale": "small (smoke test, fake or tiny data)",
-                "encoder": "smallcnn width 4",
-                "epochs": "1",
-            }
-        )
-        per_scale[scale] = _scale_subchecks(
-            t,
-            {**_PAPER_SETTING["R1"], **tag},
-            paper=scale == "paper",
-            C=100,
-            top_beta=30.0,
-            diag=diag.get(scale, {}),
-            eval_table=ev,
-            wsetting={**_PAPER_SETTING["W"], **tag},
-        )
-        tables.update({f"{k}{sfx}": v for k, v in t.items() if len(v)})
-        if len(ev):
-            tables[f"eval{sfx}"] = ev
-    dset = {**_DIGITS_SETTING, "head": "hcl d=9 ball", "views": "label", "estimator": "expectation"}
-    dtwo = {
-        **_DIGITS_SETTING,
-        "views": "SimCLR (crop >= 0.5)",
-        "head": "weince 64",
-        "recipe": "core",
-        "probe": "linear, 100 epochs, Adam 3e-4, stratified 80/20",
-    }
-    if digits_scale != "default":
-        dset["scale"] = dtwo["scale"] = f"digits ({digits_scale})"
-    digits = _scale_subchecks(
-        {"hcl": dh},
-        dset,
-        paper=False,
-        C=10,
-        top_beta=10.0,
-        diag=diag.get("digits", {}),
-        eval_table=d_eval,
-        wsetting=dtwo,
-    )
-    bench, gpu = _bench(results)
-    if bench:
-        w4 = judge_w4(
-            bench, {"encoder": "ResNet-18", "scale": "GPU" if gpu else "CPU", "source": "benchmarks"}, gpu=gpu
-        )
-        (per_scale["paper"] if gpu else digits)["W4"] = w4
-    cmd = {g: group_command(g, results=str(results)) for g in CLAIM_GROUPS}
-    commands = {
-        "R1": cmd["r1-r3"],
-        "R2": cmd["r1-r3"],
-        "R3": cmd["r1-r3"],
-        "R4": cmd["r4"],
-        "R5": cmd["r5"],
-        "W1": cmd["w1-w3"],
-        "W2": cmd["w1-w3"],
-        "W3": cmd["w1-w3"],
-        "W4": f"python -m benchmarks.gpu_check --out {results}/bench/gpu_check.json (on a GPU)",
-    }
-    notes = {
-        "W1": f"scores file: {diag.get('files_source', 'none')}",
-        "W4": "CPU: python -m benchmarks.bench_realdata",
-    }
-    written = []
-    for cid in REALDATA_IDS:
-        setting = _PAPER_SETTING["W" if cid.startswith("W") else "R1"]
-        rec = _claim(
-            cid,
-            per_scale["paper"][cid],
-            [per_scale["small"][cid], digits[cid]],
-            commands[cid],
-            setting,
-            notes.get(cid, ""),
-        )
-        written.append(store.atomic_write_text(results / "records" / f"{cid}.json", to_json([rec])))
-    evals = {k: tables.pop(k) for k in [k for k in tables if k.startswith("eval")]}
-    evals["digits"] = d_eval
-    written += _write_tables(results, tables, evals, rd)
-    return written
-
-
-def _write_tables(
-    results: Path, tables: dict[str, pd.DataFrame], evals: dict[str, pd.DataFrame], rd: Path
-) -> list[Path]:
-    out = []
-    frames = [
-        t.drop(columns=["class_means"], errors="ignore").assign(grid=name)
-        for name, t in tables.items()
-        if len(t)
-    ]
-    if frames:
-        allt = pd.concat(frames, ignore_index=True, sort=False)
-        allt = allt[["grid", *[c for c in allt.columns if c != "grid"]]]
-        out.append(store.atomic_write_text(results / "tables" / "realdata.csv", allt.to_csv(index=False)))
-        summ = pd.concat(
-            [final_summary(t).assign(grid=n) for n, t in tables.items() if len(t)], ignore_index=True
-        )
-        out.append(
-            store.atomic_write_text(results / "tables" / "realdata_summary.csv", summ.to_csv(index=False))
-        )
-    ev = [t.assign(grid=n) for n, t in evals.items() if len(t)]
-    if ev:
-        out.append(
-            store.atomic_write_text(
-                results / "tables" / "realdata_eval.csv",
-                pd.concat(ev, ignore_index=True, sort=False).to_csv(index=False),
-            )
-        )
-    gate = _gate_table(rd)
-    if gate is not None:
-        out.append(store.atomic_write_text(results / "tables" / "weince_gate.csv", gate.to_csv(index=False)))
-    return out
-
-
-def _gate_table(rd: Path) -> pd.DataFrame | None:
-    """Gate values of the paper-scale WeiNCE runs, else the digits ones, else the smoke-test ones."""
-    for folder in (rd / FOLDERS["w1-w3"], rd / DIGITS_TWO, rd / (FOLDERS["w1-w3"] + "_small")):
-        gdir = folder / "gate"
-        parts = (
-            [pd.read_csv(p).assign(source=f"{folder.name}/{p.stem}") for p in sorted(gdir.glob("*.csv"))]
-            if gdir.is_dir()
-            else []
-        )
-        if parts:
-            return pd.concat(parts, ignore_index=True)
-    return None
 
 
 # --------------------------------------------------------------------------------------------
@@ -606,7 +300,7 @@ def run_digits(
 
 
 def _digits_numbers(results: str | Path, scale: str) -> dict[str, str]:
-    dh, _, ev = _digits_tables(_rd(results), scale)
+    dh, _, ev = digits_tables(_rd(results), scale)
     s = final_summary(dh)
     out = {}
     for _, r in s.iterrows() if len(s) else []:
@@ -614,7 +308,7 @@ def _digits_numbers(results: str | Path, scale: str) -> dict[str, str]:
             f"NCM {100 * r['ncm_acc_mean']:.1f} ± {100 * np.nan_to_num(r['ncm_acc_std']):.1f} %, "
             f"etf_mean {r['etf_mean_mean']:.3f}, spectrum_min {r['spectrum_min_mean']:.2f}"
         )
-    for m, v in _probe_values(ev, "probe_test_top1").items():
+    for m, v in probe_values(ev, "probe_test_top1").items():
         out[f"{m} linear probe"] = (
             f"{np.mean(v):.1f} ± {np.std(v, ddof=1) if len(v) > 1 else 0:.1f} % (n={len(v)})"
         )
@@ -647,8 +341,12 @@ def run_group(
     g = group_runs(group, scale, precision=precision)
     rd = _rd(results)
     options = {"checkpoint_every": 10, "channels_last": device == "cuda"}
+    runs = list(g.runs)
+    if g.source is not None:  # R4: started from the final encoder of the r1-r3 HSCL beta=10 run
+        skey = g.source[1].resolved().key()
+        runs = [(f, c.replace(init="nc", init_from=f"{skey}@{g.source[1].epochs}")) for f, c in runs]
     if dry_run:
-        for folder, c in ([g.source] if g.source else []) + list(g.runs):
+        for folder, c in ([g.source] if g.source else []) + runs:
             print(f"{rd / folder}: {c.describe()} (run {c.resolved().key()})")
         return 0
     if root is None:
@@ -657,12 +355,12 @@ def run_group(
     if g.source is not None:  # R4: the near-NC encoder is the r1-r3 HSCL beta=10 run
         sfold, scfg = g.source
         outs = _train_many([(rd / sfold, scfg)], jobs=1, device=device, root=root, options=options)
-        skey = scfg.resolved().key()
-        init = store.final_checkpoint_file(rd / sfold, skey)
+        init = store.final_checkpoint_file(rd / sfold, outs[0]["key"])
         if not init.is_file():
-            raise ValueError(f"the near-NC source run {skey} did not finish ({outs}); cannot start R4")
-        runs = [(rd / f, c.replace(init="nc", init_from=f"{skey}@{scfg.epochs}")) for f, c in g.runs]
-        for f, c in runs:
+            raise ValueError(
+                f"the near-NC source run {outs[0]['key']} did not finish ({outs}); cannot start R4"
+            )
+        for f, c in ((rd / f, c) for f, c in runs):
             o = _train_many(
                 [(f, c)], jobs=1, device=device, root=root, options={**options, "init_path": str(init)}
             )
