@@ -192,7 +192,7 @@ def train_run(
         download: allow downloading a missing dataset.
 
     Returns:
-        :class:`RunOutcome`.
+        :class:`RunOutcome` (its ``frame`` is None on ranks other than 0, which record no rows).
 
     Raises:
         ValueError: bad options, an existing checkpoint without ``resume``/``restart``, a batch
@@ -340,12 +340,16 @@ def train_run(
             )
         save_checkpoint(path, body)
 
-    try:
-        if start == 0 and 0 in record_at:
+    error: str | None = None
+    if start == 0 and 0 in record_at and world.is_main:
+        try:
             with torch.no_grad():
                 evaluate(0, float("nan"), 0, {})
-    except FloatingPointError as exc:
-        return fail(0, str(exc))
+        except FloatingPointError as exc:
+            error = str(exc)
+    error = world.all_objects(error)[0]  # rank 0's evaluation decides for every rank
+    if error is not None:
+        return fail(0, error)
     log = _Log(0, f"run {key}", options.progress, options.log_every_s, world.is_main)
     setting = cfg.setting
     step = TrainStep(train_model, views, objective, opt, streams, bf16)
@@ -437,9 +441,10 @@ def train_run(
             )
     log.close()
     checkpoint(cfg.epochs, store.final_checkpoint_file(folder, key), full=False)
-    frame = _frame(rows)
+    frame = _frame(rows) if world.is_main else None  # rows are recorded by rank 0 only
     gate = pd.concat(gate_rows, ignore_index=True) if gate_rows else None
     if world.is_main:
+        assert frame is not None
         if gate is not None:
             store.write_gate(folder, key, gate)
         store.write_result(folder, frame, expected=recorded_epochs(cfg.epochs, cfg.eval_every))
