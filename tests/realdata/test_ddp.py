@@ -96,11 +96,26 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+_NETWORK = ("address already in use", "eaddrinuse", "connection", "timed out", "timeout")
+
+
+def _spawn(fn, *args) -> None:
+    """``mp.spawn`` on 2 processes with a fresh port; retried once when the rendezvous itself fails
+    (another process took the port between its choice and the bind: not a failure of the code)."""
+    for attempt in range(2):
+        try:
+            mp.spawn(fn, args=(2, _free_port(), *args), nprocs=2, join=True)
+            return
+        except mp.ProcessRaisedException as exc:
+            if attempt == 1 or not any(w in str(exc).lower() for w in _NETWORK):
+                raise
+
+
 @pytest.fixture(scope="module")
 def ddp_results():
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "out.pt")
-        mp.spawn(_worker, args=(2, _free_port(), path), nprocs=2, join=True)
+        _spawn(_worker, path)
         return torch.load(path, weights_only=False)
 
 
@@ -222,7 +237,7 @@ def test_training_loop_under_ddp_resumes_exactly(tmp_path):
 
     from realdata import store
 
-    mp.spawn(_train_worker, args=(2, _free_port(), str(tmp_path)), nprocs=2, join=True)
+    _spawn(_train_worker, str(tmp_path))
     a, b = store.load(tmp_path / "a"), store.load(tmp_path / "b")
     assert a["run_key"].nunique() == 2 and len(a) == 8  # epochs 0-3 of two runs
     timing = ["epoch_seconds", "views_per_second"]
