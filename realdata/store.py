@@ -10,7 +10,7 @@ A real-data results folder has the layout of the synthetic store (:mod:`syntheti
                                          lambda_rho, lambda_aic, daic)
     FOLDER/failures/<run_key>.json       a run that became non-finite: config, epoch, reason
                                          (never a result; the synthetic store's failure records)
-    FOLDER/checkpoints/<run_key>.pt      the resumable training state (every N epochs)
+    FOLDER/checkpoints/<run_key>.pt      the resumable training state (every N epochs; removed once stored)
     FOLDER/checkpoints/<run_key>.final.pt  the trained encoder at the last epoch
 
 Every file is written atomically (temporary file, fsync, rename); a run file carries the store's

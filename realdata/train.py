@@ -15,7 +15,7 @@ synchronisation inside an epoch except the progress line; the epoch's loss is su
 
 **Checkpoints** (:mod:`realdata.checkpoint`) every ``checkpoint_every`` epochs and at the end hold
 the model, the optimiser, every generator state (the views stream once per rank), the torch RNG
-states, WeiNCE's EMA state, the epoch and the rows so far. Resuming restores all of it: on the CPU
+states, WeiNCE's EMA state, the epoch and the rows so far (removed once the run is stored). Resuming restores all of it: on the CPU
 a run interrupted after epoch ``k`` and resumed gives the same table and parameters, bit for bit,
 as an uninterrupted run (tested). The trained encoder is also written to
 ``checkpoints/<key>.final.pt`` for ``python -m realdata eval`` and the claims.
@@ -448,6 +448,7 @@ def train_run(
         if gate is not None:
             store.write_gate(folder, key, gate)
         store.write_result(folder, frame, expected=recorded_epochs(cfg.epochs, cfg.eval_every))
+        store.checkpoint_file(folder, key).unlink(missing_ok=True)  # the run is stored: nothing to resume
     world.barrier()
     return RunOutcome("done", key, cfg, frame, gate, seconds=time.perf_counter() - t_start)
 
