@@ -95,8 +95,9 @@ def jitter(x: torch.Tensor, factors: torch.Tensor, order: torch.Tensor, enabled)
 
 
 def _skip_pass(x: torch.Tensor, active: torch.Tensor) -> bool:
-    """Whether a jitter pass with no active image can be skipped: decided on the CPU only (on an
-    accelerator the test would synchronise with the host; the pass is then the identity).
+    """Whether a jitter pass with no active image can be skipped (decided on the CPU only).
+
+    On an accelerator the test would synchronise with the host; the pass is then the identity.
     """
     return x.device.type == "cpu" and not bool(active.any())
 
@@ -120,8 +121,10 @@ def rgb_to_hsv(x: torch.Tensor) -> torch.Tensor:
 
 
 def hsv_to_rgb(x: torch.Tensor) -> torch.Tensor:
-    """HSV to RGB: channel ``n`` in (5, 3, 1) for (R, G, B) is
-    ``v - v s clamp(min(k, 4 - k), 0, 1)`` with ``k = (n + 6 h) mod 6``.
+    """HSV to RGB, batched.
+
+    Channel ``n`` in (5, 3, 1) for (R, G, B) is ``v - v s clamp(min(k, 4 - k), 0, 1)`` with
+    ``k = (n + 6 h) mod 6``.
 
     Shape:
         ``(B, 3, H, W)`` -> ``(B, 3, H, W)``.

@@ -103,14 +103,14 @@ class FrozenEvaluation:
         if self.probe is not None:
             row.update(probe_val_top1=self.probe.val_top1, probe_test_top1=self.probe.test_top1,
                        probe_features=self.probe.features)  # fmt: skip
-        for name, r in (("knn_val", self.knn_val), ("knn_test", self.knn_test)):
-            if r is not None:
-                row[name] = r.accuracy
-                row["knn_features"] = r.features
-        for name, r in (("val", self.recall_val), ("test", self.recall_test)):
-            if r is not None:
-                row.update({f"recall{k}_{name}": v for k, v in r.recall.items()})
-                row["recall_features"] = r.features
+        for name, knn in (("knn_val", self.knn_val), ("knn_test", self.knn_test)):
+            if knn is not None:
+                row[name] = knn.accuracy
+                row["knn_features"] = knn.features
+        for name, rec in (("val", self.recall_val), ("test", self.recall_test)):
+            if rec is not None:
+                row.update({f"recall{k}_{name}": v for k, v in rec.recall.items()})
+                row["recall_features"] = rec.features
         return row
 
     def to_dict(self) -> dict:
@@ -197,8 +197,10 @@ def ncm_classify(
     (arXiv 2311.05139, Sec. 5.)
 
     Args:
-        train_z, train_labels: training projections and labels (every class present).
-        test_z, test_labels: evaluated projections and labels.
+        train_z: training projections (every class present).
+        train_labels: their labels.
+        test_z: evaluated projections.
+        test_labels: their labels.
         num_classes: ``C``; default ``max(train_labels) + 1``.
         features: which features these are (``z`` in the authors' protocol).
         chunk_size: test points scored at a time.
@@ -269,11 +271,19 @@ def evaluate_frozen(
     Args:
         model: returns ``(h, z)``.
         dataset: with ``train`` / ``test`` splits of ``images`` and ``labels``, ``num_classes``.
-        device, preprocess, batch_size, autocast_bf16: see :func:`extract_features`.
+        device: see :func:`extract_features`.
+        preprocess: see :func:`extract_features`.
+        batch_size: see :func:`extract_features`.
+        autocast_bf16: see :func:`extract_features`.
         metrics: subset of ``("ncm", "probe", "knn", "recall")``.
-        probe_epochs, probe_batch_size, probe_lr, probe_seed: see :func:`linear_probe`.
-        val_fraction, split_seed: the stratified split.
-        knn_k, knn_temperature: see :func:`realdata.knn.knn_classify`.
+        probe_epochs: see :func:`linear_probe` (``epochs``).
+        probe_batch_size: see :func:`linear_probe` (``batch_size``).
+        probe_lr: see :func:`linear_probe` (``lr``).
+        probe_seed: see :func:`linear_probe` (``seed``).
+        val_fraction: share of the training set held out by the stratified split.
+        split_seed: seed of the stratified split.
+        knn_k: see :func:`realdata.knn.knn_classify` (``k``).
+        knn_temperature: see :func:`realdata.knn.knn_classify` (``temperature``).
         recall_ks: see :func:`realdata.knn.recall_at_k`.
         progress: progress bars.
 
@@ -283,29 +293,39 @@ def evaluate_frozen(
     known = ("ncm", "probe", "knn", "recall")
     if not metrics or any(m not in known for m in metrics):
         raise ValueError(f"metrics must be a non-empty subset of {known}, got {metrics!r}")
-    kw = dict(batch_size=batch_size, device=device, preprocess=preprocess,
-              autocast_bf16=autocast_bf16, progress=progress)  # fmt: skip
-    train = extract_features(model, dataset.train.images, dataset.train.labels, **kw)
-    test = extract_features(model, dataset.test.images, dataset.test.labels, **kw)
+
+    def features(split) -> tuple[Features, torch.Tensor]:
+        f = extract_features(model, split.images, split.labels, batch_size=batch_size, device=device,
+                             preprocess=preprocess, autocast_bf16=autocast_bf16, progress=progress)  # fmt: skip
+        assert f.labels is not None  # labels were passed
+        return f, f.labels
+
+    train, ytr = features(dataset.train)
+    test, yte = features(dataset.test)
     C = dataset.num_classes
-    ncm = probe = knn_val = knn_test = rec_val = rec_test = None
+    ncm: NCMResult | None = None
+    probe: LinearProbeResult | None = None
+    knn_val: KNNResult | None = None
+    knn_test: KNNResult | None = None
+    rec_val: RecallResult | None = None
+    rec_test: RecallResult | None = None
     if "ncm" in metrics:
-        ncm = ncm_classify(train.z, train.labels, test.z, test.labels, num_classes=C)
+        ncm = ncm_classify(train.z, ytr, test.z, yte, num_classes=C)
     if "probe" in metrics:
-        probe = linear_probe(train.h, train.labels, test.h, test.labels, num_classes=C,
+        probe = linear_probe(train.h, ytr, test.h, yte, num_classes=C,
                              epochs=probe_epochs, batch_size=probe_batch_size, lr=probe_lr,
                              val_fraction=val_fraction, split_seed=split_seed, seed=probe_seed,
                              device=device, progress=progress)  # fmt: skip
     if "knn" in metrics or "recall" in metrics:
-        bank_idx, val_idx = stratified_split(train.labels, val_fraction, split_seed)
+        bank_idx, val_idx = stratified_split(ytr, val_fraction, split_seed)
         bank_idx, val_idx = bank_idx.to(train.h.device), val_idx.to(train.h.device)
-        bank, yb = train.h[bank_idx], train.labels[bank_idx]
-        val, yv = train.h[val_idx], train.labels[val_idx]
+        bank, yb = train.h[bank_idx], ytr[bank_idx]
+        val, yv = train.h[val_idx], ytr[val_idx]
         if "knn" in metrics:
             knn_val = knn_classify(bank, yb, val, yv, k=knn_k, temperature=knn_temperature, num_classes=C)
-            knn_test = knn_classify(bank, yb, test.h, test.labels, k=knn_k,
+            knn_test = knn_classify(bank, yb, test.h, yte, k=knn_k,
                                     temperature=knn_temperature, num_classes=C)  # fmt: skip
         if "recall" in metrics:
             rec_val = recall_at_k(bank, yb, val, yv, ks=recall_ks)
-            rec_test = recall_at_k(bank, yb, test.h, test.labels, ks=recall_ks)
+            rec_test = recall_at_k(bank, yb, test.h, yte, ks=recall_ks)
     return FrozenEvaluation(ncm, probe, knn_val, knn_test, rec_val, rec_test)

@@ -82,7 +82,8 @@ def nearest_neighbours(
         bank: bank features (same ``d``, device and dtype family).
         k: neighbours per query, ``1 <= k <= N``.
         normalize: L2-normalise both sides first.
-        query_chunk, bank_chunk: chunk sizes.
+        query_chunk: queries per chunk.
+        bank_chunk: bank items per chunk.
 
     Returns:
         ``(similarities, indices)``, both ``(M, k)``, most similar first.
@@ -139,13 +140,16 @@ def knn_classify(
     prediction ``argmax_c score_c``.
 
     Args:
-        bank, bank_labels: the labelled bank (the training split).
-        query, query_labels: the evaluated points.
+        bank: the bank features (the training split).
+        bank_labels: their labels.
+        query: the evaluated points.
+        query_labels: their labels.
         k: neighbours, ``k <= N``.
         temperature: ``T > 0``.
         num_classes: ``C``; default ``max(label) + 1``.
         features: which features these are, ``h`` (backbone) or ``z`` (projection).
-        query_chunk, bank_chunk: see :func:`nearest_neighbours`.
+        query_chunk: see :func:`nearest_neighbours`.
+        bank_chunk: see :func:`nearest_neighbours`.
 
     Returns:
         :class:`KNNResult`.
@@ -186,11 +190,14 @@ def recall_at_k(
     On L2-normalised features (cosine similarity), WeiNCE protocol (see the module doc).
 
     Args:
-        bank, bank_labels: the labelled bank.
-        query, query_labels: the queries.
+        bank: the bank features.
+        bank_labels: their labels.
+        query: the queries.
+        query_labels: their labels.
         ks: the ``k`` values, each ``<= N``.
         features: which features these are, ``h`` or ``z``.
-        query_chunk, bank_chunk: see :func:`nearest_neighbours`.
+        query_chunk: see :func:`nearest_neighbours`.
+        bank_chunk: see :func:`nearest_neighbours`.
 
     Returns:
         :class:`RecallResult` with ``recall[k]`` for every ``k`` in ``ks``.

@@ -183,6 +183,7 @@ class SmallCNN(nn.Module):
         self.feat_dim = 4 * width
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``h`` ``(B, 4 w)`` of images ``(B, C, H, W)``."""
         return self.features(x)
 
 
@@ -250,7 +251,7 @@ class ContrastiveModel(nn.Module):
         self.backbone = backbone
         self.head = head
         self.normalization = normalization
-        self.feat_dim = int(backbone.feat_dim)
+        self.feat_dim = _feat_dim(backbone)
         self.out_dim = int(out_dim)
         self.channels_last = bool(channels_last)
         if self.channels_last:
@@ -269,12 +270,21 @@ class ContrastiveModel(nn.Module):
         return normalize_embedding(self.head(h), self.normalization)
 
     def forward(self, x: torch.Tensor) -> ModelOutput:
+        """``(h, z)`` of images ``(B, C, H, W)``."""
         h = self.features(x)
         return ModelOutput(h, self.project(h))
 
-    def extra_repr(self) -> str:
+    def extra_repr(self) -> str:  # noqa: D102
         return (f"feat_dim={self.feat_dim}, out_dim={self.out_dim}, "
                 f"normalization={self.normalization!r}, channels_last={self.channels_last}")  # fmt: skip
+
+
+def _feat_dim(backbone: nn.Module) -> int:
+    """The ``feat_dim`` attribute every backbone of :data:`ARCHS` carries."""
+    value = getattr(backbone, "feat_dim", None)
+    if not isinstance(value, int):
+        raise ValueError(f"backbone must have an integer attribute feat_dim, got {value!r}")
+    return value
 
 
 def _resnet(depth: int) -> Callable[..., nn.Module]:
@@ -362,13 +372,16 @@ def build_model(
         if seed is not None:
             torch.manual_seed(seed)
         backbone = ARCHS[arch](stem=stem or "cifar", in_channels=in_channels, width=width)
-        feat = int(backbone.feat_dim)
+        feat = _feat_dim(backbone)
+        g: nn.Module
         if head == "identity":
             d, g = feat, nn.Identity()
-        elif head == "hcl":
-            d = default_dim(num_classes) if out_dim is None else out_dim
-            g = HCLHead(feat, d, 512 if hidden_dim is None else hidden_dim)
         else:
-            d = default_dim(num_classes) if out_dim is None else out_dim
-            g = WeiNCEProjector(feat, d, hidden_dim)
+            resolved = default_dim(num_classes) if out_dim is None else out_dim
+            assert resolved is not None  # only the identity head has no default
+            d = resolved
+            if head == "hcl":
+                g = HCLHead(feat, d, 512 if hidden_dim is None else hidden_dim)
+            else:
+                g = WeiNCEProjector(feat, d, hidden_dim)
     return ContrastiveModel(backbone, g, norm, d, channels_last=channels_last)

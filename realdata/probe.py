@@ -95,10 +95,14 @@ def linear_probe(
     with ``split_seed``); ``seed`` drives the initialisation and the batch order.
 
     Args:
-        train_h, train_labels: training features and labels.
-        test_h, test_labels: test features and labels.
+        train_h: training features.
+        train_labels: their labels.
+        test_h: test features.
+        test_labels: their labels.
         num_classes: ``C``; default ``max(train_labels) + 1``.
-        epochs, batch_size, lr: optimisation (defaults: the protocol's 100, 256, 3e-4).
+        epochs: training epochs (the protocol's 100).
+        batch_size: mini-batch size (the protocol's 256).
+        lr: Adam learning rate (the protocol's 3e-4).
         val_fraction: validation share; 0 trains on all training features (no ``val_top1``).
         split_seed: seed of the stratified split.
         seed: seed of the probe (initialisation, batch order).

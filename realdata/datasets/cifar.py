@@ -68,6 +68,14 @@ class _StructuralCheck:
     """Mixin: torchvision's CIFAR reader with the md5 check made optional (see module doc)."""
 
     verify_md5: bool = False
+    # provided by torchvision's CIFAR10 / CIFAR100, the other base class
+    train_list: list[list[str]]
+    test_list: list[list[str]]
+    meta: dict[str, str]
+    root: str
+    base_folder: str
+    classes: list[str]
+    class_to_idx: dict[str, int]
 
     def _files(self) -> list[str]:
         names = [f for f, _ in self.train_list + self.test_list] + [self.meta["filename"]]
@@ -75,7 +83,7 @@ class _StructuralCheck:
 
     def _check_integrity(self) -> bool:
         if self.verify_md5:
-            return super()._check_integrity()
+            return bool(super()._check_integrity())  # type: ignore[misc]
         return all(os.path.isfile(p) and os.path.getsize(p) > 0 for p in self._files())
 
     def _load_meta(self) -> None:
@@ -171,9 +179,9 @@ def _load(name, cls, num_classes, layout, root, download, verify_md5) -> ImageDa
         try:
             ds = cls(str(root), train=train, download=download and train, verify_md5=verify_md5)
         except _READ_ERRORS as e:
-            bad = _first_unreadable(folder, files, cls.meta)
+            unreadable = _first_unreadable(folder, files, cls.meta)
             raise CorruptDatasetError(
-                dataset_message(f"{title} file cannot be read ({e!r})", bad or folder, layout)
+                dataset_message(f"{title} file cannot be read ({e!r})", unreadable or folder, layout)
             ) from e
         except RuntimeError as e:  # torchvision: "not found or corrupted" after a download
             raise CorruptDatasetError(dataset_message(f"{title}: {e}", folder, layout)) from e

@@ -109,7 +109,7 @@ def load_tiny_imagenet(
         raise DatasetNotFoundError(
             dataset_message("Tiny-ImageNet not found", root / FOLDER, TINY_IMAGENET_LAYOUT)
         )
-    wnids, names, train_files, train_labels, test_files, test_labels, fp = _index(folder)
+    _wnids, names, train_files, train_labels, test_files, test_labels, fp = _index(folder)
     path = None
     if cache:
         path = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
@@ -137,7 +137,16 @@ def load_tiny_imagenet(
     mean, std = channel_stats(arrays["train_images"])
     if path is not None:
         _write_cache(path, fp, arrays, mean, std)
-    return _dataset(folder, names, *arrays.values(), mean, std)
+    return _dataset(
+        folder,
+        names,
+        arrays["train_images"],
+        arrays["train_labels"],
+        arrays["test_images"],
+        arrays["test_labels"],
+        mean,
+        std,
+    )
 
 
 def _find_folder(root: Path) -> Path | None:

@@ -65,8 +65,13 @@ def write_cifar10(root: Path, per_batch: int = 3, n_test: int = 5, seed: int = 0
     }
 
 
-def write_cifar100(root: Path, n_train: int = 7, n_test: int = 4, seed: int = 1) -> dict:
-    """``<root>/cifar-100-python/``: ``train``, ``test`` and ``meta`` pickles."""
+def write_cifar100(
+    root: Path, n_train: int = 7, n_test: int = 4, seed: int = 1, balanced: bool = False
+) -> dict:
+    """``<root>/cifar-100-python/``: ``train``, ``test`` and ``meta`` pickles.
+
+    ``balanced``: labels ``i mod 100`` (every class present when ``n >= 100``), else uniform draws.
+    """
     rng = _rng(seed)
     folder = Path(root) / "cifar-100-python"
     folder.mkdir(parents=True, exist_ok=True)
@@ -74,7 +79,7 @@ def write_cifar100(root: Path, n_train: int = 7, n_test: int = 4, seed: int = 1)
     out = {"folder": folder, "class_names": names}
     for split, n in (("train", n_train), ("test", n_test)):
         x = rng.integers(0, 256, size=(n, 3072), dtype=np.uint8)
-        fine = [int(v) for v in rng.integers(0, 100, size=n)]
+        fine = [i % 100 for i in range(n)] if balanced else [int(v) for v in rng.integers(0, 100, size=n)]
         _pickle(
             folder / split,
             {

@@ -169,7 +169,7 @@ def test_fixed_box_crop_equals_resized_crop():
     ours = aug.apply(xs, p)
     ref = _reference(xs, p, 32)
     j = torch.arange(32, dtype=torch.float64)
-    for b, (left, top, w, h) in enumerate(box.tolist()):
+    for b, (_left, _top, w, h) in enumerate(box.tolist()):
         cols = ((j + 0.5) * w / 32 - 0.5 >= 0) & ((j + 0.5) * w / 32 - 0.5 <= w - 1)
         rows = ((j + 0.5) * h / 32 - 0.5 >= 0) & ((j + 0.5) * h / 32 - 0.5 <= h - 1)
         inside = rows[:, None] & cols[None, :]

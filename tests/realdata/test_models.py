@@ -68,7 +68,7 @@ def test_heads_layout_and_defaults():
     assert (lin2.in_features, lin2.out_features) == (512, 99) and lin2.bias is not None
     w = build_model("resnet18", "weince", num_classes=100, seed=0)
     assert w.out_dim == 64 and w.normalization == "none"
-    a, r, b = w.head
+    a, _relu, b = w.head
     assert (a.in_features, a.out_features, a.bias, b.out_features, b.bias) == (512, 512, None, 64, None)
     assert not any(isinstance(x, nn.BatchNorm1d) for x in w.head.modules())
     r50 = build_model("resnet50", "hcl", num_classes=10, stem="cifar", seed=0)

@@ -23,7 +23,7 @@ def test_stratified_split_keeps_class_proportions():
     assert tr.numel() == 80 and va.numel() == 20
     assert torch.equal(torch.cat([tr, va]).sort().values, torch.arange(100))
     assert torch.equal(torch.bincount(y[va], minlength=3), torch.tensor([10, 6, 4]))
-    tr2, va2 = stratified_split(y, 0.2, seed=1)
+    _tr2, va2 = stratified_split(y, 0.2, seed=1)
     assert torch.equal(va, va2)
     _, va3 = stratified_split(y, 0.2, seed=2)
     assert not torch.equal(va, va3)

@@ -1,0 +1,152 @@
+"""The command line end to end on digits, and the claim commands on tiny fake CIFAR / Tiny-ImageNet
+folders: what they write must be readable by the figures package's own loaders."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from realdata import store
+from realdata.cli import build_parser, main
+from tests.realdata import fakes
+
+
+def _every_flag_documented(parser):
+    for action in parser._actions:
+        if action.dest not in ("help",) and action.option_strings:
+            assert action.help, action.option_strings
+
+
+def test_help_explains_every_flag(capsys):
+    p = build_parser()
+    _every_flag_documented(p)
+    for sub in p._subparsers._group_actions[0].choices.values():
+        _every_flag_documented(sub)
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    out = capsys.readouterr().out
+    for flag in (
+        "--views",
+        "--num-negatives",
+        "--recipe",
+        "--balanced-sampler",
+        "--checkpoint-every",
+        "--resume",
+        "--compile",
+        "--amp",
+        "--channels-last",
+        "--workers",
+        "--eval-every",
+        "--init",
+        "--download",
+    ):
+        assert flag in out
+
+
+def test_bad_argument_names_it(capsys):
+    assert main(["train", "--method", "HSCL", "--beta", "-1", "--results", "unused"]) == 2
+    assert "beta" in capsys.readouterr().err
+    assert main(["train", "--dataset", "cifar100", "--root", "/nonexistent/x", "--results", "unused"]) == 2
+    err = capsys.readouterr().err
+    assert "/nonexistent/x" in err and "--download" in err
+
+
+def test_train_then_eval_on_digits(tmp_path, capsys):
+    res = str(tmp_path / "rd")
+    args = [
+        "train",
+        "--method",
+        "HSCL",
+        "--beta",
+        "5",
+        "--epochs",
+        "1",
+        "--batch-size",
+        "128",
+        "--width",
+        "4",
+        "--estimator",
+        "expectation",
+        "--results",
+        res,
+        "--progress",
+        "off",
+    ]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    key = out.split()[1]
+    frame = store.read_result(res, key)
+    assert list(frame["epoch"]) == [0, 1]
+    assert {"ncm_acc", "etf_mean", "spectrum_min", "numerical_rank_1e2", "class_means", "optimum"} <= set(
+        frame.columns
+    )
+    assert frame["optimum"].iloc[-1] == pytest.approx(np.log1p(np.exp(-10 / 9)))  # L*_SCL, C = 10
+    assert main(args) == 0  # cached
+    assert "already stored" in capsys.readouterr().out
+    ck = store.final_checkpoint_file(res, key)
+    assert main(["eval", "--checkpoint", str(ck), "--metrics", "ncm,knn,recall", "--results", res]) == 0
+    out = capsys.readouterr().out
+    assert "ncm_features: z" in out and "knn_features: h" in out and "recall_features: h" in out
+    ev = store.load(tmp_path / "rd" / "eval")
+    assert len(ev) == 1 and ev["trained_key"].iloc[0] == key and 0 <= ev["ncm_top1"].iloc[0] <= 1
+
+
+def _check_figures_can_read(results):
+    from figures import inputs
+    from figures.fig_lambda_training import check as gate_check
+    from theory.claims import Verdict, from_json
+
+    recs = {}
+    for p in sorted((results / "records").glob("*.json")):
+        (rec,) = from_json(p.read_text())
+        assert rec.id == p.stem
+        recs[rec.id] = rec
+    assert set(recs) == {"R1", "R2", "R3", "R4", "R5", "W1", "W2", "W3", "W4"}
+    assert inputs.read_scores(results / "weince" / "pot_scores.csv").size > 100
+    cands = inputs.read_candidates(results / "weince" / "link_candidates.npz")
+    assert cands and all(a.shape[1] >= 2 for a in cands)
+    gate = pd.read_csv(results / "tables" / "weince_gate.csv")
+    assert gate_check({"weince_gate": gate}) is None
+    for name in ("realdata", "realdata_summary", "realdata_eval"):
+        assert len(pd.read_csv(results / "tables" / f"{name}.csv")) > 0
+    return recs, Verdict
+
+
+def test_digits_end_to_end_through_the_cli(tmp_path, capsys):
+    assert main(["digits", "--results", str(tmp_path), "--scale", "quick", "--jobs", "1"]) == 0
+    assert "runs trained" in capsys.readouterr().out
+    recs, Verdict = _check_figures_can_read(tmp_path)
+    # digits evidence is attached, but no claim is asserted from it
+    assert all(r.verdict == Verdict.NOT_RUN for r in recs.values())
+    r1 = recs["R1"]
+    assert r1.setting["data"].startswith("digits") and r1.setting["paper_scale"] == "NOT RUN"
+    assert "python -m realdata claims r1-r3" in r1.command and r1.subchecks
+    diag = json.loads((tmp_path / "weince" / "diagnostics.json").read_text())
+    assert diag["files_scale"] == "digits"
+    # a second call trains nothing
+    assert main(["digits", "--results", str(tmp_path), "--scale", "quick", "--jobs", "1"]) == 0
+    assert "0 runs trained" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_claim_commands_on_fake_folders(tmp_path, monkeypatch):
+    from realdata.claims import run_group
+
+    monkeypatch.setenv("REALDATA_CACHE", str(tmp_path / "cache"))
+    root = tmp_path / "data"
+    fakes.write_cifar100(root, n_train=500, n_test=100, balanced=True)
+    fakes.write_tiny_imagenet(root, per_class=8, n_val=6)
+    res = tmp_path / "results"
+    for group in ("r1-r3", "r4", "r5", "w1-w3"):
+        assert run_group(group, root=str(root), results=res, device="cpu", scale="small") == 0
+    recs, Verdict = _check_figures_can_read(res)
+    # smoke-test runs are evidence only, never a verdict on the paper's claims
+    assert all(r.verdict == Verdict.NOT_RUN for r in recs.values())
+    assert recs["R4"].subchecks and recs["R5"].subchecks and recs["W3"].subchecks
+    assert "small" in recs["R1"].setting["scale"]
+    diag = json.loads((res / "weince" / "diagnostics.json").read_text())
+    assert diag["files_scale"] == "small"
+    assert run_group("r1-r3", root=str(root), results=res, device="cpu", scale="small", dry_run=True) == 0
