@@ -38,15 +38,26 @@ _check_margin = functools.partial(real, "margin", lo=0.0)
 def apply_psi(
     t: torch.Tensor, psi: str = "mean", *, tau: float = HCL_TAU, margin: float = MARGIN
 ) -> torch.Tensor:
-    """The psi family of spec/hcl.md §2.1 applied to ``t / tau``, over the last axis.
-
-    Shapes: ``t`` ``(..., K)`` differences ``S[i, n_r] - S[i, j]`` -> ``(...)``.
+    """The psi family applied to ``t / tau``, over the last axis (docs/hcl.md#the-psi-family).
 
     * ``"mean"``: ``log(1 + (1/K) sum_r exp(t_r / tau))`` (the authors' form);
     * ``"sum"``: ``log(1 + sum_r exp(t_r / tau))``;
     * ``"triplet"``: ``(1/K) sum_r max(0, t_r / tau + margin)``.
 
-    Log-sum-exp throughout (finite for any finite ``t`` and ``tau > 0``).
+    Log-sum-exp throughout (finite for any finite ``t`` and ``tau > 0``). Jiang et al., arXiv
+    2311.05139, §2 (the general loss class).
+
+    Args:
+        t: differences ``S[i, n_r] - S[i, j]`` ``(..., K)``.
+        psi: one of :data:`theory.options.PSI_FORMS`.
+        tau: temperature ``> 0``.
+        margin: triplet margin ``>= 0``.
+
+    Returns:
+        psi of each row of ``t``.
+
+    Shape:
+        ``(..., K)`` -> ``(...)``.
 
     Raises:
         ValueError: unknown ``psi``, ``tau <= 0``, ``margin < 0`` or ``t`` without a last axis.
@@ -56,6 +67,11 @@ def apply_psi(
     margin = real("margin", margin, lo=0.0, allow_inf=True)
     if not isinstance(t, torch.Tensor) or t.dim() < 1 or t.shape[-1] < 1:
         raise ValueError("t must be a tensor with a non-empty last axis (..., K)")
+    return _apply_psi(t, psi, tau, margin)
+
+
+def _apply_psi(t: torch.Tensor, psi: str, tau: float, margin: float) -> torch.Tensor:
+    """:func:`apply_psi` on validated arguments."""
     if psi == "triplet":
         return torch.relu(t / tau + margin).mean(dim=-1)
     lse = torch.logsumexp(t / tau, dim=-1)

@@ -1,43 +1,49 @@
 """Hardening functions, tilted negative laws and the two negative-average estimators.
 
-Notation: ``S`` similarity matrix ``(B, B)`` with ``S[i, n] = z_i . z_n``; ``allowed`` boolean
-``(B, B)`` mask of the negatives each anchor may draw; ``beta`` hardness; ``tau`` temperature;
-``K`` negatives per (anchor, positive) pair.
+Notation (docs/README.md#notation): ``S`` similarities ``(N, B)`` with ``S[i, n] = z_i . z_n`` (one
+row per anchor; ``N = B`` for one batch, ``N = R B`` for ``R`` stacked runs, whose rows hold only
+the members of their own run); ``allowed`` boolean ``(N, B)`` mask of the negatives each anchor
+may draw; ``beta`` hardness; ``tau`` temperature; ``K`` negatives per (anchor, positive) pair.
 
-The tilted law of anchor ``i`` (spec/hcl.md §1.3, §2.2, §2.5):
+The tilted law of anchor ``i`` (docs/hcl.md#the-tilted-law, arXiv 2311.05139 §2):
 ``q_i(n) = eta(S[i, n]) / sum_{m allowed} eta(S[i, m])`` over its allowed negatives, with the
 exponential tilt ``eta(t) = exp(beta * t)`` (Robinson et al. 2021). ``beta = 0`` is the uniform
 (SCL / UCL) law.
 
-Two estimators of the per-pair negative average ``E_{n ~ q_i}[g(S[i, n])]``:
+Two estimators of the per-pair negative average ``E_{n ~ q_i}[g(S[i, n])]``
+(docs/hcl.md#the-two-estimators):
 
 * **expectation** (deterministic): the exact weighted average over the batch, computed in log
   space (:func:`log_expected_exp`, :func:`expected_hinge`);
-* **sampled** (the authors' Monte Carlo, quirk 4 of spec/hcl.md §8): ``K`` indices drawn with
-  replacement from ``q_i`` per pair (:func:`sample_negatives`), by inverse CDF on one flattened,
-  row-offset CDF so that a single ``searchsorted`` serves every pair.
+* **sampled** (the authors' Monte Carlo): ``K`` indices drawn with replacement from ``q_i`` per
+  pair (:func:`sample_negatives`) by Walker's alias method: one float64 uniform per draw, O(1)
+  work per draw, after an O(B log B) table per row (docs/hcl.md#sampled-estimator).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 import torch
 
 from theory.options import HARDENINGS
-from theory.validation import one_of, real
+from theory.validation import as_tensor, integer, one_of, real
 
 __all__ = [
     "hardening",
     "tilted_log_weights",
     "log_expected_exp",
     "expected_hinge",
+    "AliasTable",
+    "alias_table",
     "sample_negatives",
+    "draw_uniforms",
 ]
 
 
 def hardening(eta: str = "exponential", **params: float) -> Callable[[torch.Tensor], torch.Tensor]:
-    """Return a non-negative, non-decreasing hardening function ``eta`` (spec/hcl.md §2.2).
+    """Return a non-negative, non-decreasing hardening function ``eta`` (docs/hcl.md#hardening-functions).
 
     Families (``eta``, one of :data:`theory.options.HARDENINGS`) and their parameters:
         ``"exponential"``: ``exp(beta * t)`` (param ``beta >= 0``);
@@ -70,32 +76,48 @@ def hardening(eta: str = "exponential", **params: float) -> Callable[[torch.Tens
 
 
 def tilted_log_weights(S: torch.Tensor, allowed: torch.Tensor, beta: float | torch.Tensor) -> torch.Tensor:
-    """Log of the exponentially tilted negative law, row-wise.
+    """Log of the exponentially tilted negative law, row-wise (docs/hcl.md#the-tilted-law).
 
     ``log q[i, n] = beta S[i, n] - logsumexp_{m allowed} beta S[i, m]`` for allowed ``n``, and
-    ``-inf`` elsewhere. Shapes: ``S`` ``(B, B)``, ``allowed`` ``(B, B)`` bool, ``beta`` scalar or
-    ``(B,)`` (per anchor) -> ``(B, B)``. Stable for any ``beta`` (log-softmax). Rows with no allowed
-    entry return ``-inf`` everywhere (callers must not use them).
+    ``-inf`` elsewhere. Stable for any ``beta`` (a log-softmax). Rows with no allowed entry return
+    ``-inf`` everywhere (callers must not use them).
+
+    Args:
+        S: similarities ``(N, B)``.
+        allowed: bool ``(N, B)``.
+        beta: scalar, or ``(N,)`` (one hardness per row).
+
+    Returns:
+        ``(N, B)`` log-probabilities.
+
+    Raises:
+        ValueError: shapes differ, or ``beta`` is negative, non-finite or of the wrong shape.
     """
-    if S.shape != allowed.shape:
+    if S.shape != allowed.shape or S.dim() != 2:
         raise ValueError(f"allowed must have the shape of S {tuple(S.shape)}, got {tuple(allowed.shape)}")
     beta_t = torch.as_tensor(beta, dtype=S.dtype, device=S.device)
-    if beta_t.dim() > 1 or bool((beta_t < 0).any()) or not bool(torch.isfinite(beta_t).all()):
-        raise ValueError(f"beta must be a finite scalar or (B,) tensor >= 0, got {beta}")
-    empty = ~allowed.any(dim=1, keepdim=True)
-    any_empty = bool(empty.any())
-    if beta_t.dim() == 0 and float(beta_t) == 0.0:
+    if beta_t.dim() > 1 or (beta_t.dim() == 1 and beta_t.shape[0] != S.shape[0]):
+        raise ValueError(f"beta must be a scalar or an ({S.shape[0]},) tensor, got shape {tuple(beta_t.shape)}")
+    if bool((beta_t < 0).any()) or not bool(torch.isfinite(beta_t).all()):
+        raise ValueError(f"beta must be finite and >= 0, got {beta}")
+    return _tilted_log_weights(S, allowed, float(beta) if beta_t.dim() == 0 and not isinstance(beta, torch.Tensor) else beta_t)
+
+
+def _tilted_log_weights(S: torch.Tensor, allowed: torch.Tensor, beta: float | torch.Tensor) -> torch.Tensor:
+    """:func:`tilted_log_weights` without validation and without reading the data on the host.
+
+    ``beta``: a Python float, or a 0-d / ``(N,)`` tensor of ``S``'s dtype and device.
+    """
+    if isinstance(beta, float) and beta == 0.0:
         # Uniform law: one pass, no exponentials.
         count = allowed.sum(dim=1, keepdim=True).clamp(min=1).to(S.dtype)
         return torch.where(allowed, -torch.log(count), torch.full_like(S, float("-inf")))
-    if beta_t.dim() == 1:
-        beta_t = beta_t[:, None]
-    logits = (beta_t * S).masked_fill_(~allowed, float("-inf"))
-    if not any_empty:  # log_softmax already gives -inf at the masked entries
-        return torch.log_softmax(logits, dim=1)
-    # Give empty rows a harmless finite row, then mark them -inf again (no NaN anywhere).
+    b = beta[:, None] if isinstance(beta, torch.Tensor) and beta.dim() == 1 else beta
+    logits = (S * b).masked_fill_(~allowed, float("-inf"))
+    # Rows with no allowed entry get a harmless finite row, then -inf again (no NaN anywhere).
+    empty = ~allowed.any(dim=1, keepdim=True)
     logq = torch.log_softmax(logits.masked_fill_(empty, 0.0), dim=1)
-    return logq.masked_fill_(~allowed, float("-inf"))
+    return logq.masked_fill(~allowed, float("-inf"))
 
 
 def log_expected_exp(logq: torch.Tensor, S: torch.Tensor, tau: float) -> torch.Tensor:
@@ -130,6 +152,82 @@ def expected_hinge(q: torch.Tensor, a: torch.Tensor, c: torch.Tensor) -> torch.T
     return torch.gather(cum_qa, 1, count) - c * torch.gather(cum_q, 1, count)
 
 
+class AliasTable(NamedTuple):
+    """Walker alias tables of the rows of a probability matrix ``q`` ``(N, B)`` (:func:`alias_table`).
+
+    A draw from row ``i`` takes one uniform ``u``, the bucket ``b = floor(u B)`` and the fraction
+    ``f = u B - b``; it returns column ``b`` if ``f < prob[i, b]`` and ``alias[i, b]`` otherwise.
+
+    Attributes:
+        key: ``(N * B,)`` float64, ``b + prob[i, b]`` at flat position ``i * B + b`` (the draw
+            compares ``u B`` with it, which is ``f < prob[i, b]``).
+        alias: ``(N * B,)`` int64 flat index ``i * B + alias[i, b]`` of each bucket's alias.
+        num_columns: ``B``.
+    """
+
+    key: torch.Tensor
+    alias: torch.Tensor
+    num_columns: int
+
+
+def alias_table(q: torch.Tensor) -> AliasTable:
+    """Walker alias tables (the sweep construction) of every row of ``q``, vectorised over rows.
+
+    With scaled weights ``w = B q``, buckets with ``w < 1`` are *light* (deficit ``1 - w``) and the
+    others *heavy* (excess ``w - 1``). Sweeping lights and heavies in column order, each light's
+    deficit is filled by the heavy whose cumulative excess interval contains the start of the
+    light's cumulative deficit interval; a heavy whose excess runs out before the last light it
+    serves is finished becomes light itself, its own deficit filled by the next heavy. Both
+    assignments are read off the two cumulative sums with one row-wise ``searchsorted``, so the
+    construction costs O(B log B) per row with no Python loop. Every bucket ``b`` then returns
+    itself with probability ``prob[b]`` and its alias otherwise, and
+    ``(prob[b] + sum_{b': alias(b') = b} (1 - prob[b'])) / B = q[b]`` up to float64 rounding
+    (docs/hcl.md#sampled-estimator). Rounding leftovers at the end of a row go to the row's
+    largest column, so a column with ``q = 0`` is never drawn.
+
+    Args:
+        q: ``(N, B)`` non-negative rows summing to 1 (float64 recommended; converted to it). Rows
+            with no mass give tables that must not be drawn from.
+
+    Returns:
+        The :class:`AliasTable`.
+    """
+    N, B = q.shape
+    w = q.detach().to(torch.float64) * B
+    light = w < 1.0
+    zero = torch.zeros((), dtype=torch.float64, device=w.device)
+    d = torch.where(light, 1.0 - w, zero)
+    e = torch.where(light, zero, w - 1.0)
+    D = torch.cumsum(d, dim=1)
+    E = torch.cumsum(e, dim=1)
+    start = torch.where(light, D - d, E)  # where each bucket's deficit starts on the sweep line
+    col = torch.searchsorted(E, start.contiguous(), right=True)  # first column whose excess covers it
+    # A heavy h keeps 1 - overshoot: the end of the last light interval starting before E[h], past E[h].
+    ends = torch.zeros(N, B + 1, dtype=torch.float64, device=w.device)
+    ends.scatter_reduce_(1, torch.where(light, col, B), torch.where(light, D, zero), "amax")
+    last_end = torch.cummax(ends[:, :B], dim=1).values
+    prob = torch.where(light, w, 1.0 - (last_end - E).clamp_(min=0.0))
+    beyond = col >= B  # rounding leftovers at the end of the sweep
+    prob = torch.where(beyond & ~light, torch.ones_like(prob), prob)
+    fallback = torch.argmax(w, dim=1, keepdim=True).expand(N, B)
+    col = torch.where(beyond, fallback, col)
+    base = torch.arange(N, device=w.device)[:, None] * B
+    cols = torch.arange(B, dtype=torch.float64, device=w.device)
+    return AliasTable((cols + prob).reshape(-1), (col + base).reshape(-1), B)
+
+
+def _draw(table: AliasTable, rows: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """Flat indices ``rows[p] * B + column`` drawn from ``table`` with the uniforms ``u`` ``(P, K)``.
+
+    Overwrites ``u`` (float64, in ``[0, 1)``). Seven passes over ``(P, K)``, no search.
+    """
+    B = table.num_columns
+    v = u.mul_(B)  # bucket + fraction, exact for a power-of-two B (44 bits of fraction at B = 512)
+    flat = v.long().add_((rows * B)[:, None])
+    keep = v < table.key.take(flat)
+    return torch.where(keep, flat, table.alias.take(flat))
+
+
 def sample_negatives(
     logq: torch.Tensor,
     rows: torch.Tensor,
@@ -137,42 +235,61 @@ def sample_negatives(
     generator: torch.Generator | None = None,
     *,
     flat: bool = False,
+    uniforms: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Draw ``num_negatives`` column indices i.i.d. from ``q_{rows[p]}`` for every pair ``p``.
 
-    Inverse-CDF sampling in float64 on one flattened CDF: row ``i`` of the CDF is offset by ``2 i``,
-    so a single 1-D ``searchsorted`` of ``u * total_i + 2 i`` serves all pairs; indices are clamped
-    to the last allowed column of the row. Never materialises a ``(P, B)`` or ``(P, K, d)`` tensor.
-    Sampling weights carry no gradient.
+    Walker's alias method (:func:`alias_table`) on ``q = exp(logq)`` in float64: one uniform per
+    draw and O(1) work per draw, so a batch of ``P K`` draws costs a few passes over ``(P, K)``
+    (docs/hcl.md#sampled-estimator). The uniforms are ``torch.rand((P, K), dtype=float64,
+    generator=generator)`` (on the generator's device), row ``p`` for pair ``p``: the same
+    generator state gives the same indices, and a caller can pass its own ``uniforms``. The law of
+    every draw is ``q_{rows[p]}`` up to the 2^-44 resolution of the bucket fractions at ``B <= 512``
+    (a total variation below 1e-10 per row). Never materialises a ``(P, B)`` or ``(P, K, d)``
+    tensor; sampling weights carry no gradient.
 
-    Raises ``ValueError`` when a requested row has no allowed column.
+    Args:
+        logq: ``(N, B)`` log-probabilities (``-inf`` = not allowed), rows summing to 1.
+        rows: ``(P,)`` long row index of each pair.
+        num_negatives: ``K >= 1``.
+        generator: ``torch.Generator`` for the uniforms (``None``: torch's default generator).
+        flat: return indices into ``logq.reshape(-1)`` (``rows * B + column``, what a gather from
+            an ``(N, B)`` matrix needs) instead of column indices.
+        uniforms: optional ``(P, K)`` float64 uniforms in ``[0, 1)`` to use instead of drawing
+            (not modified).
 
-    Shapes: ``logq`` ``(B, B)`` (``-inf`` = not allowed), ``rows`` ``(P,)`` long ->
-    indices ``(P, num_negatives)`` long: column indices, or with ``flat=True`` indices into
-    ``logq.reshape(-1)`` (``rows * B + column``, what a gather from a ``(B, B)`` matrix needs).
-    Uniforms come from ``generator`` (its device), so the same generator state gives the same
-    indices.
+    Returns:
+        ``(P, K)`` long indices.
+
+    Raises:
+        ValueError: ``num_negatives < 1``, a requested row with no allowed column, or
+            ``uniforms`` of the wrong shape.
     """
-    if num_negatives < 1:
-        raise ValueError(f"num_negatives must be >= 1, got {num_negatives}")
-    B = logq.shape[1]
+    K = integer("num_negatives", num_negatives, lo=1)
+    logq = as_tensor(logq, "logq")
+    rows = as_tensor(rows, "rows", device=logq.device).long()
+    if logq.dim() != 2 or rows.dim() != 1:
+        raise ValueError(f"logq must be (N, B) and rows (P,), got {tuple(logq.shape)} and {tuple(rows.shape)}")
     with torch.no_grad():
         q = torch.exp(logq.detach().to(torch.float64))
-        cdf = torch.cumsum(q, dim=1)
-        offset = 2.0 * torch.arange(logq.shape[0], dtype=torch.float64, device=logq.device)
-        flat_cdf = (cdf + offset[:, None]).reshape(-1)
-        allowed = q > 0
-        if rows.numel() and not bool(allowed.any(dim=1)[rows].all()):
+        if rows.numel() and not bool((q.sum(dim=1)[rows] > 0).all()):
             raise ValueError("logq has a requested row with no allowed column (all -inf): nothing to sample")
-        last_allowed = (B - 1) - torch.argmax(torch.flip(allowed, dims=[1]).to(torch.int8), dim=1)
-        last_flat = torch.arange(logq.shape[0], device=logq.device) * B + last_allowed
-        gen_device = generator.device if generator is not None else logq.device
-        u = torch.rand(
-            rows.shape[0], num_negatives, generator=generator, dtype=torch.float64, device=gen_device
-        ).to(logq.device)
-        values = torch.addcmul(offset[rows][:, None], u, cdf[rows, -1][:, None])
-        pos = torch.searchsorted(flat_cdf, values, right=True)
-        pos = torch.minimum(pos, last_flat[rows][:, None])
+        if uniforms is None:
+            u = draw_uniforms(rows.shape[0], K, generator, logq.device)
+        else:
+            u = as_tensor(uniforms, "uniforms", device=logq.device).to(torch.float64, copy=True)
+            if u.shape != (rows.shape[0], K):
+                raise ValueError(f"uniforms must have shape ({rows.shape[0]}, {K}), got {tuple(u.shape)}")
+        idx = _draw(alias_table(q), rows, u)
         if not flat:
-            pos = pos - rows[:, None] * B
-    return pos
+            idx = idx - rows[:, None] * logq.shape[1]
+    return idx
+
+
+def draw_uniforms(
+    num_pairs: int, num_negatives: int, generator: torch.Generator | None, device: torch.device
+) -> torch.Tensor:
+    """``(num_pairs, num_negatives)`` float64 uniforms from ``generator`` (its device), on ``device``."""
+    gen_device = generator.device if generator is not None else device
+    u = torch.rand(num_pairs, num_negatives, generator=generator, dtype=torch.float64, device=gen_device)
+    return u.to(device)

@@ -271,7 +271,7 @@ def test_hucl_batch_binomial_matches_sampled_estimator(psi, beta, nc_batch):
                 generator=gen,
             )
         )
-        for _ in range(150)
+        for _ in range(600)
     ]
     mean, se = np.mean(vals), np.std(vals, ddof=1) / math.sqrt(len(vals))
     ref = hucl_at_nc_batch(counts, beta, psi=psi, num_negatives=4)
