@@ -12,8 +12,8 @@ descriptive names, ``num_classes`` (the symbol ``C`` of the formulas) and ``num_
 normalisation ``normalization``.
 
 References:
-    Jiang, Nguyen, Aeron, Ishwar, TMLR 2025 (arXiv 2311.05139), §2 (losses, psi, hardening);
-    Erol et al., ICML 2026 (arXiv 2606.00262), §2 (WeiNCE, the released recipe).
+    Jiang, Nguyen, Aeron, Ishwar, TMLR 2025 (arXiv 2311.05139): docs/hcl.md (losses, psi, hardening);
+    Erol et al., ICML 2026 (arXiv 2606.00262): docs/weince.md (WeiNCE, the released recipe).
 """
 
 from __future__ import annotations

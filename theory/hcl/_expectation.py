@@ -58,7 +58,10 @@ class _ExpectedPsi(torch.autograd.Function):
         if count is not None:  # beta == 0: a_i = number of allowed negatives
             log_a = torch.log(count)
         else:
-            log_a = torch.log(torch.mul(D, beta).exp_().sum(dim=1))
+            T1 = torch.mul(D, beta).exp_()
+            if blocked is not None and isinstance(beta, torch.Tensor):  # 0 * (-inf) = NaN where beta = 0
+                T1.view(-1).index_fill_(0, blocked, 0.0)
+            log_a = torch.log(T1.sum(dim=1))
         T = D.mul_(c).exp_() if not (isinstance(c, float) and c == 1.0) else D.exp_()
         b = T.sum(dim=1)
         x = (M.view(-1).take(pair_row) - s_pos) / tau + (torch.log(b) - log_a).take(pair_row) + shift

@@ -1,6 +1,6 @@
 """The theory checks of the hard-negative paper, claims T1-T8 of ``python -m theory``.
 
-Jiang, Nguyen, Aeron, Ishwar, TMLR 2025 (arXiv 2311.05139); spec/hcl.md §3 and §10. Each check
+Jiang, Nguyen, Aeron, Ishwar, TMLR 2025 (arXiv 2311.05139); docs/hcl.md#theory and docs/claims.md#theory-checks. Each check
 function appends ``(claim id, SubCheck)`` pairs (:meth:`theory.claims.SubCheck.tolerance`: a
 ``"gap"`` must be ``>= -tol``, an ``"error"`` ``<= tol``) to ``out``; :data:`GROUPS` lists them
 with the claims they serve, and :func:`claims` runs them into one :class:`theory.claims.Claim`
@@ -225,7 +225,7 @@ def check_scl(out: list[tuple[str, SubCheck]], quick: bool, seed: int) -> None:
         worst,
         1e-9,
     )
-    # numbers of spec/hcl.md §3.3 table and §10
+    # the values of docs/hcl.md#optimal-values
     table = [
         ((10, "mean", 256, 1.0), "0.284572"),
         ((100, "mean", 256, 1.0), "0.310555"),
@@ -242,7 +242,7 @@ def check_scl(out: list[tuple[str, SubCheck]], quick: bool, seed: int) -> None:
     _add(
         out,
         "T4",
-        "L*_SCL vs spec §3.3 table and §10 (C=6,k=2: 0.471495): |err| / rounding",
+        "L*_SCL vs docs/hcl.md#optimal-values (C=6,k=2: 0.471495): |err| / rounding",
         len(table),
         "error",
         err,
@@ -315,7 +315,7 @@ def check_scl(out: list[tuple[str, SubCheck]], quick: bool, seed: int) -> None:
         max(cond.values()),
         5e-3,
     )
-    # random collapsed configurations stay above L* (spec §10: best of 600 in 0.486-0.492)
+    # random collapsed configurations stay above L* (best of 600 in 0.486-0.492, docs/claims.md)
     n = 200 if quick else 600
     rng = np.random.default_rng(seed + 3)
     lstar = scl_optimum(6, psi="sum", num_negatives=2)
@@ -332,7 +332,7 @@ def check_scl(out: list[tuple[str, SubCheck]], quick: bool, seed: int) -> None:
         "gap",
         best - lstar,
         0.0,
-        f"best random F={best:.4f} > L*={lstar:.6f}; spec §10: 0.486-0.492",
+        f"best random F={best:.4f} > L*={lstar:.6f}; expected 0.486-0.492",
     )
     # hinge psi: the optimum value is attained by non-ETF Grams too (no uniqueness)
     C, margin = 4, 2.0
@@ -419,7 +419,7 @@ def check_ucl(out: list[tuple[str, SubCheck]], quick: bool, seed: int) -> None:
     _add(
         out,
         "T6",
-        "L*_UCL vs spec §10 (C=6,k=2: 0.589452) and §3.6 (C=100: 0.3152): |err| / rounding",
+        "L*_UCL vs docs/hcl.md#optimal-values (C=6,k=2: 0.589452; C=100: 0.3152): |err| / rounding",
         2,
         "error",
         e,
@@ -479,7 +479,7 @@ def check_ucl(out: list[tuple[str, SubCheck]], quick: bool, seed: int) -> None:
         "error",
         abs(float(lam[0])),
         1e-3,
-        f"second smallest {lam[1]:.4f}; spec leaves d >= C-1 vs d >= C open",
+        f"second smallest {lam[1]:.4f}; d >= C-1 vs d >= C left open (docs/hcl.md#the-ucl-optimum-t6)",
     )
     # sampled estimator at an NC batch: its mean is the binomial mixture of the batch
     gen = torch.Generator().manual_seed(seed)
@@ -512,7 +512,7 @@ def check_ucl(out: list[tuple[str, SubCheck]], quick: bool, seed: int) -> None:
         worst,
         1.0,
     )
-    # counter-example without conditional independence (spec §3.5): x+ = x, uniform on the sphere
+    # counter-example without conditional independence (docs/hcl.md#the-ucl-optimum-t6): x+ = x, uniform on the sphere
     rng = np.random.default_rng(seed + 5)
     n = 100_000 if quick else 400_000
     u = rng.normal(size=(n, 50))
@@ -528,7 +528,7 @@ def check_ucl(out: list[tuple[str, SubCheck]], quick: bool, seed: int) -> None:
         "gap",
         nc - spread,
         0.0,
-        f"NC {nc:.4f} vs spread {spread:.4f} (spec: 0.4100 vs 0.3152)",
+        f"NC {nc:.4f} vs spread {spread:.4f} (docs/hcl.md: 0.4100 vs 0.3152)",
     )
 
 
@@ -545,7 +545,7 @@ def check_hucl(out: list[tuple[str, SubCheck]], quick: bool, seed: int) -> None:
         ((200, 10), "0.9915"),
     ]
     e = _rounding_err([(collision_probability(C, b), v) for (C, b), v in q_table])
-    _add(out, "T7", "q(beta) vs spec §3.6 (C=10,100,200): |err| / rounding", len(q_table), "error", e, 1.0)
+    _add(out, "T7", "q(beta) vs docs/hcl.md#hucl-at-neural-collapse-t7 (C=10,100,200): |err| / rounding", len(q_table), "error", e, 1.0)
     l_table = [(0, "0.3152"), (2, "0.3430"), (5, "0.5614"), (10, "0.6919"), (30, "0.6931")]
     s10 = [(0, "0.589"), (2, "0.924"), (5, "1.092")]
     e = _rounding_err(
@@ -555,7 +555,7 @@ def check_hucl(out: list[tuple[str, SubCheck]], quick: bool, seed: int) -> None:
     _add(
         out,
         "T7",
-        "L_HUCL(NC) vs spec §3.6 (C=100, K=256) and §10 (C=6,k=2: 0.589->0.924->1.092)",
+        "L_HUCL(NC) vs docs/hcl.md#optimal-values (C=100, K=256; C=6,k=2: 0.589->0.924->1.092)",
         len(l_table) + len(s10),
         "error",
         e,

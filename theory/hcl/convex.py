@@ -1,6 +1,6 @@
 """Convex programs over the Gram matrix of collapsed class representations (cvxpy).
 
-Setting (spec/hcl.md §3.3, §3.5): every sample of class ``c`` is mapped to one point ``u_c``
+Setting (docs/hcl.md#convex-gram-programs): every sample of class ``c`` is mapped to one point ``u_c``
 (within-class collapse), and ``G = [u_c . u_c']`` is the ``C x C`` Gram matrix: ``G`` PSD with
 ``diag(G) <= 1`` (unit ball) or ``== 1`` (unit sphere); any such ``G`` is realisable in
 ``d >= C`` (``d >= rank G``). With class priors ``pi``, anchor class ``c ~ pi``, positive of the same
@@ -19,7 +19,7 @@ grouped into multisets (multinomial weights), so F is a weighted sum of ``log_su
 F is linear in the class-pair law (an LP over the PSD cone). Minimising F over G gives the
 optimum of the loss over collapsed representations; with uniform priors the minimiser is the
 ETF Gram ``C/(C-1) I - 1/(C-1) 11^T`` and the value is ``L*_SCL`` / ``L*_UCL``
-(:mod:`theory.hcl.optima`). The UCL program is the bound ``F(G)`` of spec/hcl.md §3.5 step 1
+(:mod:`theory.hcl.optima`). The UCL program is the bound ``F(G)`` of docs/hcl.md#the-ucl-optimum-t6 (step 1)
 (conditionally independent views).
 
 ``C`` is ``num_classes`` and ``k`` is ``num_negatives``: a required keyword here, since the
@@ -55,10 +55,19 @@ __all__ = [
     "population_loss_at_gram",
     "etf_gram_np",
     "SOLVERS",
+    "MAX_PROGRAM_TERMS",
+    "MAX_TUPLES",
 ]
 
 SOLVERS = ("CLARABEL", "SCS")
 _OK = ("optimal",)
+
+#: Largest number of log-sum-exp terms (``C`` times the multisets of ``k`` negative classes) a
+#: cvxpy program may hold; larger ``(num_classes, num_negatives)`` are rejected up front.
+MAX_PROGRAM_TERMS = 200_000
+
+#: Largest number of ordered ``k``-tuples of classes (``C**k``) :func:`population_loss_at_gram` sums.
+MAX_TUPLES = 10_000_000
 
 
 @dataclass(frozen=True)
@@ -179,6 +188,11 @@ def population_loss_at_gram(
     if G.ndim != 2 or G.shape[0] != G.shape[1]:
         raise ValueError(f"G must be a square (C, C) matrix, got shape {G.shape}")
     C, k, tau, margin, pi = _validate(G.shape[0], setting, psi, "ball", num_negatives, tau, margin, priors)
+    if C**k > MAX_TUPLES:
+        raise ValueError(
+            f"num_negatives={k} with C={C} means C**k = {C**k:.3g} ordered tuples (limit MAX_TUPLES = "
+            f"{MAX_TUPLES:.0e}); use the closed forms of theory.hcl.optima for large K"
+        )
     total = 0.0
     tuples = np.array(list(itertools.product(range(C), repeat=k)), dtype=np.int64)  # (T, k)
     for c in range(C):
@@ -210,7 +224,7 @@ def minimize_gram(
     """Minimise the population SCL / UCL loss over the Gram matrix of collapsed representations.
 
     ``min_G F(G)`` s.t. ``G`` PSD and ``diag(G) == 1`` (``normalization="sphere"``) or ``<= 1``
-    (``"ball"``); ``F`` as in the module docstring (spec/hcl.md §3.3, §3.5).
+    (``"ball"``); ``F`` as in the module docstring (docs/hcl.md#convex-gram-programs).
 
     Args:
         num_classes: C (keep ``C <= 6`` and ``num_negatives <= 2`` for sub-second solves).
@@ -234,6 +248,12 @@ def minimize_gram(
     C, k, tau, margin, pi = _validate(
         num_classes, setting, psi, normalization, num_negatives, tau, margin, priors
     )
+    terms = C * math.comb(C + k - 1, k)
+    if psi != "triplet" and terms > MAX_PROGRAM_TERMS:
+        raise ValueError(
+            f"num_negatives={k} with C={C} gives {terms:.3g} log-sum-exp terms (limit MAX_PROGRAM_TERMS = "
+            f"{MAX_PROGRAM_TERMS}); keep C <= 6 and num_negatives <= 3, or use theory.hcl.optima"
+        )
     if solver is None:
         order = list(SOLVERS)
     elif solver in SOLVERS:
@@ -277,10 +297,10 @@ def minimize_gram(
 
 
 def minimize_scl(num_classes: int, *, num_negatives: int, **kwargs) -> GramSolution:
-    """SCL program: :func:`minimize_gram` with ``setting="supervised"`` (spec/hcl.md §3.3)."""
+    """SCL program: :func:`minimize_gram` with ``setting="supervised"`` (docs/hcl.md#the-scl-optimum-t4-t5)."""
     return minimize_gram(num_classes, setting="supervised", num_negatives=num_negatives, **kwargs)
 
 
 def minimize_ucl(num_classes: int, *, num_negatives: int, **kwargs) -> GramSolution:
-    """UCL program: :func:`minimize_gram` with ``setting="unsupervised"`` (spec/hcl.md §3.5)."""
+    """UCL program: :func:`minimize_gram` with ``setting="unsupervised"`` (docs/hcl.md#the-ucl-optimum-t6)."""
     return minimize_gram(num_classes, setting="unsupervised", num_negatives=num_negatives, **kwargs)

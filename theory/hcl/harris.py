@@ -1,6 +1,6 @@
 """Harris dominance of hard over base negatives: exact enumeration and Monte Carlo checks.
 
-Harris dominance (spec/hcl.md §3.2, claims T1-T3): for a base law ``Q`` over negatives and the
+Harris dominance (docs/hcl.md#harris-dominance-t1-t2, claims T1-T3): for a base law ``Q`` over negatives and the
 tilted law ``dQ_eta = eta dQ / E_Q eta`` with ``eta >= 0`` non-decreasing,
 ``E_{Q_eta^k}[psi(s - s^+)] >= E_{Q^k}[psi(s - s^+)]`` for every coordinate-wise non-decreasing psi.
 :func:`harris_exact` checks this by exact enumeration of k-tuples, :func:`harris_monte_carlo` by
@@ -199,7 +199,7 @@ def harris_exact(
     psi: Psi,
     eta: Callable[[np.ndarray], np.ndarray],
 ) -> np.ndarray:
-    """Per-pair gaps ``E_hard[psi] - E_base[psi]`` by exact enumeration (spec/hcl.md §3.2).
+    """Per-pair gaps ``E_hard[psi] - E_base[psi]`` by exact enumeration (docs/hcl.md#harris-dominance-t1-t2).
 
     The finite set of points ``z`` with ``labels`` is the population (an empirical law). For every
     (anchor ``i``, positive ``j``) pair with ``labels[j] == labels[i]`` (``j = i`` included), the base

@@ -1,6 +1,6 @@
 """Batch losses of the hard-negative paper: SCL / HSCL / UCL / HUCL as functions.
 
-Jiang, Nguyen, Aeron, Ishwar, TMLR 2025 (arXiv 2311.05139), §2; docs/hcl.md#the-batched-loss.
+Jiang, Nguyen, Aeron, Ishwar, TMLR 2025 (arXiv 2311.05139); docs/hcl.md#the-batched-loss.
 Notation (docs/README.md#notation): ``z`` embeddings ``(B, d)``, or ``(R, B, d)`` for ``R`` stacked
 runs; ``labels`` ``(B,)`` or ``(R, B)``; ``beta`` hardness; ``tau`` temperature; ``K``
 (``num_negatives``) negatives per (anchor, positive) pair; ``S = z z^T`` per run.
@@ -148,7 +148,7 @@ def contrastive_loss(
     """SCL / HSCL (``setting="supervised"``) or UCL / HUCL (``"unsupervised"``) batch loss.
 
     ``L = (1/P) sum_{(i, j)} psi({S[i, n_r] - S[i, j]}_r)`` with ``n_r ~ q_i(n) ∝ exp(beta S[i, n])``
-    over the allowed negatives: the authors' batched loss for any psi (arXiv 2311.05139 §2;
+    over the allowed negatives: the authors' batched loss for any psi (arXiv 2311.05139;
     docs/hcl.md#the-batched-loss), for one batch or ``R`` stacked runs at once
     (docs/hcl.md#the-batched-kernel).
 

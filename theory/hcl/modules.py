@@ -1,6 +1,6 @@
 """The hard-negative losses as ``nn.Module`` objects: :class:`HardContrastiveLoss` and SCL / HSCL / UCL / HUCL.
 
-Jiang, Nguyen, Aeron, Ishwar, TMLR 2025 (arXiv 2311.05139), §2; docs/hcl.md#loss-modules. In the
+Jiang, Nguyen, Aeron, Ishwar, TMLR 2025 (arXiv 2311.05139); docs/hcl.md#loss-modules. In the
 conventions of lightly's ``NTXentLoss`` and pytorch-metric-learning: every hyper-parameter is
 validated once in ``__init__`` (a ``ValueError`` naming the argument), ``forward`` takes the
 batch, and ``repr`` shows the configuration::
@@ -32,8 +32,7 @@ class HardContrastiveLoss(nn.Module):
     """Hard-negative supervised / unsupervised contrastive loss (SCL, HSCL, UCL, HUCL).
 
     ``L = (1/P) sum_{(i, j)} psi({S[i, n_r] - S[i, j]}_r)``, ``n_r ~ q_i(n) ∝ exp(beta S[i, n])``
-    over the allowed negatives of anchor ``i`` (docs/hcl.md#the-batched-loss; arXiv 2311.05139
-    §2). ``setting="supervised"`` draws negatives among other-label members (SCL for ``beta = 0``,
+    over the allowed negatives of anchor ``i`` (docs/hcl.md#the-batched-loss; arXiv 2311.05139). ``setting="supervised"`` draws negatives among other-label members (SCL for ``beta = 0``,
     HSCL for ``beta > 0``), ``"unsupervised"`` among all members (UCL, HUCL).
 
     Args:
@@ -183,7 +182,7 @@ class SCL(HardContrastiveLoss):
     """Supervised contrastive loss: other-label negatives, uniform (``beta = 0``).
 
     :class:`HardContrastiveLoss` with ``setting="supervised"``, ``beta=0`` (docs/hcl.md#loss-modules;
-    arXiv 2311.05139 §2). Keyword arguments as :class:`HardContrastiveLoss` (no ``beta``).
+    arXiv 2311.05139). Keyword arguments as :class:`HardContrastiveLoss` (no ``beta``).
     """
 
     def __init__(self, **kwargs: Any) -> None:
@@ -195,7 +194,7 @@ class HSCL(HardContrastiveLoss):
     """Hard-negative SCL: other-label negatives tilted by ``exp(beta z_i.z_n)``, ``beta > 0``.
 
     :class:`HardContrastiveLoss` with ``setting="supervised"`` (docs/hcl.md#loss-modules; arXiv
-    2311.05139 §2). ``beta`` is required and must be ``> 0`` (use :class:`SCL` for 0).
+    2311.05139). ``beta`` is required and must be ``> 0`` (use :class:`SCL` for 0).
     """
 
     def __init__(self, beta: float, **kwargs: Any) -> None:
@@ -207,7 +206,7 @@ class UCL(HardContrastiveLoss):
     """Unsupervised contrastive loss: negatives from the whole batch, uniform (``beta = 0``).
 
     :class:`HardContrastiveLoss` with ``setting="unsupervised"``, ``beta=0``
-    (docs/hcl.md#loss-modules; arXiv 2311.05139 §2). Keyword arguments as
+    (docs/hcl.md#loss-modules; arXiv 2311.05139). Keyword arguments as
     :class:`HardContrastiveLoss` (no ``beta``).
     """
 
@@ -220,7 +219,7 @@ class HUCL(HardContrastiveLoss):
     """Hard-negative UCL: negatives from the whole batch tilted by ``exp(beta z_i.z_n)``, ``beta > 0``.
 
     :class:`HardContrastiveLoss` with ``setting="unsupervised"`` (docs/hcl.md#loss-modules; arXiv
-    2311.05139 §2). ``beta`` is required and must be ``> 0`` (use :class:`UCL` for 0).
+    2311.05139). ``beta`` is required and must be ``> 0`` (use :class:`UCL` for 0).
     """
 
     def __init__(self, beta: float, **kwargs: Any) -> None:

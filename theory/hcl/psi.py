@@ -1,6 +1,6 @@
 """The psi family of the hard-negative paper: one implementation, in torch and as numpy functions.
 
-Notation (spec/hcl.md §2.1): ``t`` ``(..., K)`` the score differences ``z.z^-_r - z.z^+`` of the
+Notation (docs/hcl.md#the-psi-family): ``t`` ``(..., K)`` the score differences ``z.z^-_r - z.z^+`` of the
 ``K`` (``num_negatives``) negatives of one (anchor, positive) pair; psi is applied to ``t / tau``:
 
 * ``"mean"`` (the authors' form): ``log(1 + (1/K) sum_r exp(t_r / tau))``;
@@ -45,7 +45,7 @@ def apply_psi(
     * ``"triplet"``: ``(1/K) sum_r max(0, t_r / tau + margin)``.
 
     Log-sum-exp throughout (finite for any finite ``t`` and ``tau > 0``). Jiang et al., arXiv
-    2311.05139, §2 (the general loss class).
+    2311.05139 (the general loss class).
 
     Args:
         t: differences ``S[i, n_r] - S[i, j]`` ``(..., K)``.
@@ -102,7 +102,7 @@ class Psi:
 
 
 def make_psi(psi: str = "mean", k: int = 1, *, tau: float = HCL_TAU, margin: float = MARGIN) -> Psi:
-    """The psi forms of :func:`apply_psi` as numpy functions (spec/hcl.md §2.1).
+    """The psi forms of :func:`apply_psi` as numpy functions (docs/hcl.md#the-psi-family).
 
     ``mean``: ``log(1 + mean_i exp(t_i/tau))``; ``sum``: ``log(1 + sum_i exp(t_i/tau))``;
     ``triplet``: ``mean_i max(0, t_i/tau + margin)``. Log-sum-exp throughout.

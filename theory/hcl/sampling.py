@@ -5,7 +5,7 @@ row per anchor; ``N = B`` for one batch, ``N = R B`` for ``R`` stacked runs, who
 the members of their own run); ``allowed`` boolean ``(N, B)`` mask of the negatives each anchor
 may draw; ``beta`` hardness; ``tau`` temperature; ``K`` negatives per (anchor, positive) pair.
 
-The tilted law of anchor ``i`` (docs/hcl.md#the-tilted-law, arXiv 2311.05139 §2):
+The tilted law of anchor ``i`` (docs/hcl.md#the-tilted-law; arXiv 2311.05139):
 ``q_i(n) = eta(S[i, n]) / sum_{m allowed} eta(S[i, m])`` over its allowed negatives, with the
 exponential tilt ``eta(t) = exp(beta * t)`` (Robinson et al. 2021). ``beta = 0`` is the uniform
 (SCL / UCL) law.

@@ -1,15 +1,22 @@
 """Symbolic (sympy) derivations behind the closed forms of :mod:`theory.hcl.optima`.
 
-* the spectrum of the ETF Gram matrix (spec/hcl.md §3.1, metrics.md);
-* ``-1/(C-1)`` as the smallest mean pairwise inner product of ``C`` unit vectors (§3.3 step 3);
-* the optimal InfoNCE / triplet values ``L*_SCL``, ``L*_UCL`` and the HUCL value at NC (§3.3-§3.6);
-* the collision probability ``q(beta)`` of the tilted UCL negative law at NC (§3.6).
+Jiang, Nguyen, Aeron, Ishwar, TMLR 2025 (arXiv 2311.05139); docs/hcl.md#symbolic-derivations:
+
+* the spectrum of the ETF Gram matrix (docs/hcl.md#simplex-etf-and-neural-collapse);
+* ``-1/(C-1)`` as the smallest mean pairwise inner product of ``C`` unit vectors
+  (docs/hcl.md#the-scl-optimum-t4-t5);
+* the optimal InfoNCE / triplet values ``L*_SCL``, ``L*_UCL`` and the HUCL value at NC
+  (docs/hcl.md#optimal-values);
+* the collision probability ``q(beta)`` of the tilted UCL negative law at NC
+  (docs/hcl.md#hucl-at-neural-collapse-t7).
 
 ``C`` is ``num_classes``; ``num_negatives`` (K), ``tau`` and ``margin`` default to
 :data:`theory.options.NUM_NEGATIVES`, :data:`theory.options.HCL_TAU` and
 :data:`theory.options.MARGIN`, as in the float closed forms (so ``ucl_optimum_expr(C)`` is the
-exact twin of ``ucl_optimum(C)``; the binomial sums have ``K + 1`` terms, pass a small
-``num_negatives`` for speed). The WeiNCE sympy part is :mod:`theory.weince.symbolic`.
+exact twin of ``ucl_optimum(C)``). psi of a multiset of equal arguments is formed from the
+multiplicities (O(1) terms for any K); the binomial sums have ``K + 1`` terms, so they accept at
+most :data:`SYMBOLIC_MAX_NEGATIVES` (pass a small ``num_negatives`` for speed). The WeiNCE sympy
+part is :mod:`theory.weince.symbolic`.
 
 Every function returns sympy objects (expressions, dicts) or Python booleans; nothing numeric is
 assumed that sympy does not derive.
@@ -19,6 +26,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from typing import Any
 
 import sympy as sp
 
@@ -26,6 +34,7 @@ from theory.options import HCL_TAU, MARGIN, NUM_NEGATIVES, PSI_FORMS
 from theory.validation import integer, one_of
 
 __all__ = [
+    "SYMBOLIC_MAX_NEGATIVES",
     "etf_gram_matrix",
     "etf_gram_eigenvalues",
     "etf_gram_eigenvalues_general",
@@ -37,6 +46,9 @@ __all__ = [
     "collision_probability_expr",
 ]
 
+
+#: Largest ``num_negatives`` of the exact binomial sums (``K + 1`` sympy terms each).
+SYMBOLIC_MAX_NEGATIVES = 1024
 
 _check_C = functools.partial(integer, "num_classes", lo=2)
 
@@ -113,21 +125,24 @@ def min_mean_pairwise_inner_product() -> tuple[sp.Symbol, sp.Expr]:
     return C, value
 
 
-def _psi_expr(t: Sequence[sp.Expr], psi: str, tau: sp.Expr, margin: sp.Expr) -> sp.Expr:
-    k = len(t)
+def _psi_expr(counts: Sequence[tuple[sp.Expr, int]], psi: str, tau: sp.Expr, margin: sp.Expr) -> sp.Expr:
+    """psi_K of the multiset holding each ``t`` of ``counts`` ``(t, multiplicity)`` (K = total)."""
+    k = sum(m for _, m in counts)
     if psi == "mean":
-        return sp.log(1 + sum(sp.exp(ti / tau) for ti in t) / k)
+        return sp.log(1 + sum(m * sp.exp(ti / tau) for ti, m in counts) / k)
     if psi == "sum":
-        return sp.log(1 + sum(sp.exp(ti / tau) for ti in t))
+        return sp.log(1 + sum(m * sp.exp(ti / tau) for ti, m in counts))
     if psi == "triplet":
-        return sum(sp.Max(0, ti / tau + margin) for ti in t) / k
+        return sum(m * sp.Max(0, ti / tau + margin) for ti, m in counts) / k
     raise ValueError(f"psi must be one of {PSI_FORMS}, got {psi!r}")
 
 
-def _args(C, psi, num_negatives, tau, margin):
+def _args(
+    C: int, psi: str, num_negatives: int, tau: Any, margin: Any, *, limit: int | None = None
+) -> tuple[int, int, sp.Expr, sp.Expr]:
     C = _check_C(C)
     one_of("psi", psi, PSI_FORMS)
-    num_negatives = integer("num_negatives", num_negatives, lo=1)
+    num_negatives = integer("num_negatives", num_negatives, lo=1, hi=limit)
     tau = sp.nsimplify(tau)
     margin = sp.nsimplify(margin)
     if not tau.is_positive:
@@ -140,17 +155,17 @@ def _args(C, psi, num_negatives, tau, margin):
 def scl_optimum_expr(
     num_classes: int, *, psi: str = "mean", num_negatives: int = NUM_NEGATIVES, tau=HCL_TAU, margin=MARGIN
 ) -> sp.Expr:
-    """``psi_K(a, ..., a)`` with ``a = -C/(C-1)``: the exact ``L*_SCL`` (spec/hcl.md §3.3).
+    """``psi_K(a, ..., a)`` with ``a = -C/(C-1)``: the exact ``L*_SCL`` (docs/hcl.md#the-scl-optimum-t4-t5).
 
     E.g. mean form: ``log(1 + exp(-C/((C-1) tau)))``.
     """
     C, K, tau, margin = _args(num_classes, psi, num_negatives, tau, margin)
     a = sp.Rational(-C, C - 1)
-    return sp.simplify(_psi_expr([a] * K, psi, tau, margin))
+    return sp.simplify(_psi_expr([(a, K)], psi, tau, margin))
 
 
 def collision_probability_expr(num_classes: int | sp.Symbol | None = None, beta=None) -> sp.Expr:
-    """``q(beta) = e^beta / (e^beta + (C-1) e^(-beta/(C-1)))`` (spec/hcl.md §3.6), derived.
+    """``q(beta) = e^beta / (e^beta + (C-1) e^(-beta/(C-1)))`` (docs/hcl.md#hucl-at-neural-collapse-t7), derived.
 
     The tilt at NC weighs a same-class negative (score 1) by ``e^beta`` and each of the ``C-1``
     other classes (score ``-1/(C-1)``) by ``e^(-beta/(C-1))``, all with prior ``1/C``.
@@ -175,7 +190,7 @@ def _binomial_mixture_expr(q: sp.Expr, C: int, psi: str, K: int, tau, margin) ->
         sp.binomial(K, m)
         * q**m
         * (1 - q) ** (K - m)
-        * _psi_expr([sp.Integer(0)] * m + [a] * (K - m), psi, tau, margin)
+        * _psi_expr([(sp.Integer(0), m), (a, K - m)], psi, tau, margin)
         for m in range(K + 1)
     )
 
@@ -183,11 +198,12 @@ def _binomial_mixture_expr(q: sp.Expr, C: int, psi: str, K: int, tau, margin) ->
 def ucl_optimum_expr(
     num_classes: int, *, psi: str = "mean", num_negatives: int = NUM_NEGATIVES, tau=HCL_TAU, margin=MARGIN
 ) -> sp.Expr:
-    """``sum_m Binom(m; K, 1/C) psi_K(0^m, a^(K-m))``: the exact ``L*_UCL`` (spec/hcl.md §3.5).
+    """``sum_m Binom(m; K, 1/C) psi_K(0^m, a^(K-m))``: the exact ``L*_UCL`` (docs/hcl.md#the-ucl-optimum-t6).
 
-    An explicit sum of ``K + 1`` terms; pass a small ``num_negatives`` (<= 32) for speed.
+    An explicit sum of ``K + 1`` terms: ``num_negatives`` at most :data:`SYMBOLIC_MAX_NEGATIVES`
+    (pass a small one, <= 32, for speed).
     """
-    C, K, tau, margin = _args(num_classes, psi, num_negatives, tau, margin)
+    C, K, tau, margin = _args(num_classes, psi, num_negatives, tau, margin, limit=SYMBOLIC_MAX_NEGATIVES)
     return _binomial_mixture_expr(sp.Rational(1, C), C, psi, K, tau, margin)
 
 
@@ -200,10 +216,10 @@ def hucl_at_nc_expr(
     tau=HCL_TAU,
     margin=MARGIN,
 ) -> sp.Expr:
-    """Binomial HUCL value at NC with ``q = q(beta)`` (spec/hcl.md §3.6), exact for rational beta.
+    """Binomial HUCL value at NC with ``q = q(beta)`` (docs/hcl.md#hucl-at-neural-collapse-t7), exact for rational beta.
 
-    An explicit sum of ``K + 1`` terms; pass a small ``num_negatives`` for speed.
+    An explicit sum of ``K + 1`` terms: ``num_negatives`` at most :data:`SYMBOLIC_MAX_NEGATIVES`.
     """
-    C, K, tau, margin = _args(num_classes, psi, num_negatives, tau, margin)
+    C, K, tau, margin = _args(num_classes, psi, num_negatives, tau, margin, limit=SYMBOLIC_MAX_NEGATIVES)
     q = collision_probability_expr(sp.Integer(C), beta)
     return _binomial_mixture_expr(q, C, psi, K, tau, margin)
