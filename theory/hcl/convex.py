@@ -188,10 +188,10 @@ def population_loss_at_gram(
     if G.ndim != 2 or G.shape[0] != G.shape[1]:
         raise ValueError(f"G must be a square (C, C) matrix, got shape {G.shape}")
     C, k, tau, margin, pi = _validate(G.shape[0], setting, psi, "ball", num_negatives, tau, margin, priors)
-    if C**k > MAX_TUPLES:
+    if k * math.log(C) > math.log(MAX_TUPLES):
         raise ValueError(
-            f"num_negatives={k} with C={C} means C**k = {C**k:.3g} ordered tuples (limit MAX_TUPLES = "
-            f"{MAX_TUPLES:.0e}); use the closed forms of theory.hcl.optima for large K"
+            f"num_negatives={k} with C={C} means C**k = 10^{k * math.log10(C):.1f} ordered tuples (limit "
+            f"MAX_TUPLES = {MAX_TUPLES:.0e}); use the closed forms of theory.hcl.optima for large K"
         )
     total = 0.0
     tuples = np.array(list(itertools.product(range(C), repeat=k)), dtype=np.int64)  # (T, k)
@@ -248,11 +248,11 @@ def minimize_gram(
     C, k, tau, margin, pi = _validate(
         num_classes, setting, psi, normalization, num_negatives, tau, margin, priors
     )
-    terms = C * math.comb(C + k - 1, k)
-    if psi != "triplet" and terms > MAX_PROGRAM_TERMS:
+    log_terms = math.log(C) + math.lgamma(C + k) - math.lgamma(k + 1) - math.lgamma(C)  # C * multisets
+    if psi != "triplet" and log_terms > math.log(MAX_PROGRAM_TERMS):
         raise ValueError(
-            f"num_negatives={k} with C={C} gives {terms:.3g} log-sum-exp terms (limit MAX_PROGRAM_TERMS = "
-            f"{MAX_PROGRAM_TERMS}); keep C <= 6 and num_negatives <= 3, or use theory.hcl.optima"
+            f"num_negatives={k} with C={C} gives 10^{log_terms / math.log(10):.1f} log-sum-exp terms (limit "
+            f"MAX_PROGRAM_TERMS = {MAX_PROGRAM_TERMS}); keep C <= 6 and num_negatives <= 3, or use theory.hcl.optima"
         )
     if solver is None:
         order = list(SOLVERS)

@@ -454,5 +454,9 @@ def two_view_contrastive_loss(z1: Any, z2: Any, labels: Any, **kwargs: Any) -> t
         raise ValueError(
             f"z1 and z2 must be tensors of the same shape (B, d) or (R, B, d), got {tuple(a.shape)} and {tuple(b.shape)}"
         )
+    if kwargs.get("check_inputs", True):
+        for name, t in (("z1", a), ("z2", b)):
+            if not bool(torch.isfinite(t).all()):
+                raise ValueError(f"{name} must be finite (found NaN or inf)")
     lab = as_tensor(labels, "labels", device=a.device)
     return contrastive_loss(torch.cat([a, b], dim=-2), torch.cat([lab, lab], dim=-1), **kwargs)
