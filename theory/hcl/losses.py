@@ -34,9 +34,19 @@ import torch
 import torch.nn.functional as F
 
 from theory.hcl._expectation import _ExpectedPsi
+from theory.hcl._sampled import _SampledPsi
 from theory.hcl.pairs import _compact, _pair_list
 from theory.hcl.psi import _apply_psi
-from theory.hcl.sampling import _draw, _tilted_log_weights, alias_table, draw_uniforms, expected_hinge
+from theory.hcl.sampling import (
+    UniformFill,
+    _alias_from_weights,
+    _draw_pairs,
+    _given_uniforms,
+    _tilted_log_weights,
+    _uniform_fill,
+    draw_uniforms,
+    expected_hinge,
+)
 from theory.options import ESTIMATORS, HCL_TAU, MARGIN, NUM_NEGATIVES, PSI_FORMS, REDUCTIONS, SETTINGS
 from theory.validation import (
     as_float_tensor,
@@ -376,10 +386,9 @@ def _per_pair(
     S = torch.bmm(z3, z3.transpose(1, 2)).view(N, B)
     allowed = _allowed(blocked, N, B, z3.device)
     beta_w: float | torch.Tensor = beta_f if beta_f is not None else beta_t  # type: ignore[assignment]
-    S_w = S.detach() if opts.detach_weights else S
-    logq = _tilted_log_weights(S_w, allowed, beta_w)
     s_pos = S.reshape(-1).take(pair_flat)
     if opts.estimator == "expectation":
+        logq = _tilted_log_weights(S.detach() if opts.detach_weights else S, allowed, beta_w)
         if psi == "triplet":
             a = S / tau
             E = expected_hinge(torch.exp(logq), a, a - opts.margin)  # E[i, j]: threshold of pair (i, j)
@@ -390,24 +399,32 @@ def _per_pair(
         lse = torch.logsumexp(logq + (S - M) / tau, dim=1)
         x = (M.view(-1).take(rows) - s_pos) / tau + lse.take(rows) + shift
         return F.softplus(x)
-    u = _uniforms(rows.shape[0], opts.num_negatives, generator, npos, R, B, z3.device)
-    with torch.no_grad():
-        idx = _draw(alias_table(torch.exp(logq.to(torch.float64))), rows, u)
+    K = opts.num_negatives
+    fill = _uniforms(K, generator, npos, R, B, z3.device)
+    with torch.no_grad():  # the law in float64: logq = tilted_log_weights(S.double(), allowed, beta)
+        beta64 = beta_w if isinstance(beta_w, float) else beta_w.to(torch.float64)
+        w = _tilted_log_weights(S.detach().to(torch.float64), allowed, beta64).exp_().mul_(B)
+        idx, drawn = _draw_pairs(_alias_from_weights(w), rows, K, fill, S.detach().reshape(-1))
+    if psi != "triplet":
+        offset = -math.log(K) if psi == "mean" else 0.0
+        values: torch.Tensor = _SampledPsi.apply(S, drawn, idx, pair_flat, tau, offset)
+        return values
     t = S.reshape(-1).take(idx) - s_pos[:, None]  # (P, K) differences; no (P, K, d) tensor
     return _apply_psi(t, psi, tau, opts.margin)
 
 
 def _uniforms(
-    P: int, K: int, generator: Generators, npos: torch.Tensor, R: int, B: int, device: torch.device
-) -> torch.Tensor:
-    """The ``(P, K)`` float64 uniforms of the sampled estimator, in pair order."""
+    K: int, generator: Generators, npos: torch.Tensor, R: int, B: int, device: torch.device
+) -> UniformFill:
+    """The source of the sampled estimator's ``(P, K)`` float64 uniforms, in pair order."""
     if generator is None or isinstance(generator, torch.Generator):
-        return draw_uniforms(P, K, generator, device)
+        return _uniform_fill(generator, device)
     gens = list(generator)
     if len(gens) != R or not all(isinstance(g, torch.Generator) for g in gens):
         raise ValueError(f"generator must be a torch.Generator or a sequence of R = {R} of them, got {generator!r}")
     counts = npos.view(R, B).sum(dim=1).tolist()
-    return torch.cat([draw_uniforms(int(c), K, g, device) for c, g in zip(counts, gens, strict=True)])
+    u = torch.cat([draw_uniforms(int(c), K, g, device) for c, g in zip(counts, gens, strict=True)])
+    return _given_uniforms(u)
 
 
 def _reduce(

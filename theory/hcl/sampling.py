@@ -117,7 +117,9 @@ def _tilted_log_weights(S: torch.Tensor, allowed: torch.Tensor, beta: float | to
     # Rows with no allowed entry get a harmless finite row, then -inf again (no NaN anywhere).
     empty = ~allowed.any(dim=1, keepdim=True)
     logq = torch.log_softmax(logits.masked_fill_(empty, 0.0), dim=1)
-    return logq.masked_fill(~allowed, float("-inf"))
+    if logq.requires_grad:
+        return logq.masked_fill(~allowed, float("-inf"))
+    return logq.masked_fill_(~allowed, float("-inf"))
 
 
 def log_expected_exp(logq: torch.Tensor, S: torch.Tensor, tau: float) -> torch.Tensor:
@@ -178,54 +180,122 @@ def alias_table(q: torch.Tensor) -> AliasTable:
     deficit is filled by the heavy whose cumulative excess interval contains the start of the
     light's cumulative deficit interval; a heavy whose excess runs out before the last light it
     serves is finished becomes light itself, its own deficit filled by the next heavy. Both
-    assignments are read off the two cumulative sums with one row-wise ``searchsorted``, so the
-    construction costs O(B log B) per row with no Python loop. Every bucket ``b`` then returns
-    itself with probability ``prob[b]`` and its alias otherwise, and
+    assignments are read off the two cumulative sums with one row-wise ``searchsorted`` (and the
+    heavies' leftovers with one scatter-add and a cumulative sum), so the construction costs
+    O(B log B) per row with no Python loop. Every bucket ``b`` then returns itself with probability
+    ``prob[b]`` and its alias otherwise, and
     ``(prob[b] + sum_{b': alias(b') = b} (1 - prob[b'])) / B = q[b]`` up to float64 rounding
     (docs/hcl.md#sampled-estimator). Rounding leftovers at the end of a row go to the row's
     largest column, so a column with ``q = 0`` is never drawn.
 
     Args:
-        q: ``(N, B)`` non-negative rows summing to 1 (float64 recommended; converted to it). Rows
-            with no mass give tables that must not be drawn from.
+        q: ``(N, B)`` non-negative rows summing to 1 (converted to float64). Rows with no mass give
+            tables that must not be drawn from.
 
     Returns:
         The :class:`AliasTable`.
     """
     N, B = q.shape
-    w = q.detach().to(torch.float64) * B
-    light = w < 1.0
-    zero = torch.zeros((), dtype=torch.float64, device=w.device)
-    d = torch.where(light, 1.0 - w, zero)
-    e = torch.where(light, zero, w - 1.0)
-    D = torch.cumsum(d, dim=1)
-    E = torch.cumsum(e, dim=1)
-    start = torch.where(light, D - d, E)  # where each bucket's deficit starts on the sweep line
-    col = torch.searchsorted(E, start.contiguous(), right=True)  # first column whose excess covers it
-    # A heavy h keeps 1 - overshoot: the end of the last light interval starting before E[h], past E[h].
-    ends = torch.zeros(N, B + 1, dtype=torch.float64, device=w.device)
-    ends.scatter_reduce_(1, torch.where(light, col, B), torch.where(light, D, zero), "amax")
-    last_end = torch.cummax(ends[:, :B], dim=1).values
-    prob = torch.where(light, w, 1.0 - (last_end - E).clamp_(min=0.0))
-    beyond = col >= B  # rounding leftovers at the end of the sweep
-    prob = torch.where(beyond & ~light, torch.ones_like(prob), prob)
-    fallback = torch.argmax(w, dim=1, keepdim=True).expand(N, B)
-    col = torch.where(beyond, fallback, col)
-    base = torch.arange(N, device=w.device)[:, None] * B
-    cols = torch.arange(B, dtype=torch.float64, device=w.device)
-    return AliasTable((cols + prob).reshape(-1), (col + base).reshape(-1), B)
+    return _alias_from_weights(q.detach().to(torch.float64) * B)
 
 
-def _draw(table: AliasTable, rows: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
-    """Flat indices ``rows[p] * B + column`` drawn from ``table`` with the uniforms ``u`` ``(P, K)``.
+def _alias_from_weights(w: torch.Tensor) -> AliasTable:
+    """:func:`alias_table` from the scaled weights ``w = B q`` ``(N, B)`` float64.
 
-    Overwrites ``u`` (float64, in ``[0, 1)``). Seven passes over ``(P, K)``, no search.
+    Lights: the alias is the first column whose cumulative excess exceeds the light's cumulative
+    deficit start (one ``searchsorted`` of a non-decreasing sequence, the fast case). Heavies:
+    the alias is the next heavy with a positive excess (a prefix count, no search), and a heavy
+    keeps ``1 - overshoot``, the deficits it serves beyond its own excess. A bucket with ``w = 1``
+    exactly keeps itself. Selections are exact 0/1 arithmetic (faster than ``torch.where`` on the
+    CPU); every value is finite for rows with mass.
     """
-    B = table.num_columns
-    v = u.mul_(B)  # bucket + fraction, exact for a power-of-two B (44 bits of fraction at B = 512)
-    flat = v.long().add_((rows * B)[:, None])
-    keep = v < table.key.take(flat)
-    return torch.where(keep, flat, table.alias.take(flat))
+    N, B = w.shape
+    device = w.device
+    light = w < 1.0
+    d = torch.rsub(w, 1.0).clamp_(min=0.0)  # deficits (0 for heavies)
+    excess = torch.sub(w, 1.0).clamp_(min=0.0)
+    positive = excess > 0
+    E = excess.cumsum_(dim=1)  # cumulative excesses
+    start = torch.cumsum(d, dim=1).sub_(d)  # cumulative deficit before each column (non-decreasing)
+    col = torch.searchsorted(E, start, right=True)  # for lights: the heavy whose excess covers them
+    # For heavies: the next heavy with a positive excess (column of the (k+1)-th positive heavy).
+    count = positive.cumsum(dim=1)
+    slot = (count - (B + 1)).mul_(positive).add_(B)  # count - 1 for positive heavies, else B (unused)
+    nxt = torch.full((N, B + 1), B, dtype=torch.long, device=device)
+    nxt.scatter_(1, slot, torch.arange(B, device=device).expand(N, B))
+    heavy_alias = nxt.gather(1, count)
+    col.sub_(heavy_alias).mul_(light).add_(heavy_alias)  # lights: searched, heavies: next positive
+    beyond = col >= B  # rounding leftovers at the end of the sweep
+    col.clamp_(max=B - 1)
+    # A heavy h keeps 1 - overshoot: (deficits of the lights with alias <= h) - E[h], a prefix sum.
+    kept = start.zero_().scatter_add_(1, col, d).cumsum_(dim=1).sub_(E).clamp_(min=0.0).neg_().add_(1.0)
+    full = ~light & (beyond | ~positive)  # heavies that keep their whole bucket
+    prob = kept.mul_(~light & ~full).addcmul_(w, light).add_(full)
+    fallback = torch.argmax(w, dim=1, keepdim=True)
+    col.sub_(fallback).mul_(~beyond).add_(fallback)  # leftovers go to the row's largest column
+    prob.add_(torch.arange(B, dtype=w.dtype, device=device))
+    col.add_(torch.arange(N, device=device)[:, None] * B)
+    return AliasTable(prob.view(-1), col.view(-1), B)
+
+
+#: Pairs per chunk of the CPU draw: its work buffers (about 1 MiB each at K = 256) stay in cache
+#: and are reused, instead of a few ``(P, K)`` temporaries (page faults dominate otherwise).
+DRAW_CHUNK_PAIRS = 512
+
+UniformFill = Callable[[torch.Tensor, int, int], None]
+
+
+def _uniform_fill(generator: torch.Generator | None, device: torch.device) -> UniformFill:
+    """Fill ``buf`` ``(m, K)`` with the next uniforms of ``generator``: consecutive chunks give the
+    same numbers as one ``torch.rand((P, K), dtype=float64, generator=generator)``."""
+    gen_device = generator.device if generator is not None else device
+
+    def fill(buf: torch.Tensor, c0: int, c1: int) -> None:
+        if gen_device == buf.device:
+            buf.uniform_(generator=generator)
+        else:
+            buf.copy_(torch.rand(buf.shape, generator=generator, dtype=torch.float64, device=gen_device))
+
+    return fill
+
+
+def _draw_pairs(
+    table: AliasTable,
+    rows: torch.Tensor,
+    num_negatives: int,
+    fill: UniformFill,
+    values: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Alias draws for every pair: flat indices ``rows[p] * B + column`` ``(P, K)`` int64, and, if
+    ``values`` (a flat tensor) is given, ``values[idx]`` gathered in the same pass.
+
+    Per draw: bucket ``b = floor(u B)``, then ``b`` itself if ``u B < b + prob[b]`` (the fraction
+    below ``prob[b]``), else its alias: a handful of passes, no search. On the CPU the pairs are
+    processed in chunks of :data:`DRAW_CHUNK_PAIRS` with reused work buffers.
+    """
+    P, K, B = rows.shape[0], num_negatives, table.num_columns
+    device = rows.device
+    idx = torch.empty(P, K, dtype=torch.long, device=device)
+    out = None if values is None else torch.empty(P, K, dtype=values.dtype, device=device)
+    step = max(1, min(P, DRAW_CHUNK_PAIRS if device.type == "cpu" else P))
+    u_buf = torch.empty(step, K, dtype=torch.float64, device=device)
+    key_buf = torch.empty(step, K, dtype=torch.float64, device=device)
+    keep_buf = torch.empty(step, K, dtype=torch.bool, device=device)
+    offsets = rows * B
+    for c0 in range(0, P, step):
+        c1 = min(P, c0 + step)
+        u, key, keep, flat = u_buf[: c1 - c0], key_buf[: c1 - c0], keep_buf[: c1 - c0], idx[c0:c1]
+        fill(u, c0, c1)
+        v = u.mul_(B)  # bucket + fraction (44 bits of fraction at B = 512)
+        flat.copy_(v).add_(offsets[c0:c1, None])  # floor (v >= 0)
+        torch.index_select(table.key, 0, flat.view(-1), out=key.view(-1))
+        torch.lt(v, key, out=keep)
+        alias = u.view(torch.long)  # reuses the buffer of u
+        torch.index_select(table.alias, 0, flat.view(-1), out=alias.view(-1))
+        flat.sub_(alias).mul_(keep).add_(alias)  # exact integer select: b if keep else alias
+        if out is not None and values is not None:
+            torch.index_select(values, 0, flat.view(-1), out=out[c0:c1].view(-1))
+    return idx, out
 
 
 def sample_negatives(
@@ -275,15 +345,25 @@ def sample_negatives(
         if rows.numel() and not bool((q.sum(dim=1)[rows] > 0).all()):
             raise ValueError("logq has a requested row with no allowed column (all -inf): nothing to sample")
         if uniforms is None:
-            u = draw_uniforms(rows.shape[0], K, generator, logq.device)
+            fill = _uniform_fill(generator, logq.device)
         else:
-            u = as_tensor(uniforms, "uniforms", device=logq.device).to(torch.float64, copy=True)
+            u = as_tensor(uniforms, "uniforms", device=logq.device).to(torch.float64)
             if u.shape != (rows.shape[0], K):
                 raise ValueError(f"uniforms must have shape ({rows.shape[0]}, {K}), got {tuple(u.shape)}")
-        idx = _draw(alias_table(q), rows, u)
+            fill = _given_uniforms(u)
+        idx, _ = _draw_pairs(alias_table(q), rows, K, fill)
         if not flat:
             idx = idx - rows[:, None] * logq.shape[1]
     return idx
+
+
+def _given_uniforms(u: torch.Tensor) -> UniformFill:
+    """A fill that copies rows ``c0:c1`` of the given uniforms ``u`` ``(P, K)``."""
+
+    def fill(buf: torch.Tensor, c0: int, c1: int) -> None:
+        buf.copy_(u[c0:c1])
+
+    return fill
 
 
 def draw_uniforms(

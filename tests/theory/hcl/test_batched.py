@@ -148,7 +148,7 @@ def test_sampled_single_generator_layout():
     start = 0
     for r in range(3):
         P_r = int((pairs.run == r).sum())
-        S = z[r] @ z[r].T
+        S = (z[r] @ z[r].T).double()
         allowed = labels[r][:, None] != labels[r][None, :]
         rows = pairs.anchor[pairs.run == r]
         idx = sample_negatives(tilted_log_weights(S, allowed, float(beta[r])), rows, K, uniforms=u[start : start + P_r])

@@ -411,11 +411,11 @@ def test_numpy_integer_and_tensor_arguments(ball_batch):
 def _draws_per_anchor(z, labels, *, setting, beta, K, seed, self_positive=True, self_negative=True, groups=None):
     """The draws the loss makes with generator seed ``seed``, as the loop reference wants them.
 
-    Documented contract: contrastive_loss draws with sample_negatives(tilted_log_weights(S, allowed,
-    beta), pair_rows, K, generator) in pair order.
+    Documented contract: contrastive_loss draws with sample_negatives(tilted_log_weights(S.double(),
+    allowed, beta), pair_rows, K, generator) in pair order.
     """
     B = z.shape[0]
-    S = z.detach() @ z.detach().T
+    S = (z.detach() @ z.detach().T).double()
     lab = torch.as_tensor(labels)
     if setting == "supervised":
         allowed = lab[:, None] != lab[None, :]
