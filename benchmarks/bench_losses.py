@@ -70,7 +70,9 @@ def methods(labels: torch.Tensor, beta: float, K: int) -> dict[str, Callable[[to
     }
 
 
-def time_all(B: int, d: int, C: int, K: int, beta: float, repeats: int, loop_repeats: int) -> dict[str, float]:
+def time_all(
+    B: int, d: int, C: int, K: int, beta: float, repeats: int, loop_repeats: int
+) -> dict[str, float]:
     """Median forward+backward seconds per method, repeats interleaved (round robin)."""
     z, labels = make_batch(B, d, C)
     fns = methods(labels, beta, K)
@@ -86,8 +88,9 @@ def time_all(B: int, d: int, C: int, K: int, beta: float, repeats: int, loop_rep
 
 
 def saved_memory(fn: Callable[[torch.Tensor], torch.Tensor], z: torch.Tensor) -> tuple[int, int]:
-    """Bytes held for backward by one forward (unique storages of the tensors autograd saves),
-    and the largest single saved tensor -- a deterministic measure of an estimator's memory.
+    """Bytes held for backward by one forward, and the largest single saved tensor.
+
+    Unique storages of the tensors autograd saves: a deterministic measure of an estimator's memory.
     """
     seen, sizes = set(), []
 
@@ -123,7 +126,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--beta", type=float, default=5.0, help="hardness beta (default 5)")
     p.add_argument("--threads", type=int, default=2, help="torch CPU threads (default 2: the 2-core target)")
     p.add_argument("--repeats", type=int, default=41, help="timed repeats of the fast methods (default 41)")
-    p.add_argument("--loop-repeats", type=int, default=5, help="timed repeats of the loop baselines (default 5)")
+    p.add_argument(
+        "--loop-repeats", type=int, default=5, help="timed repeats of the loop baselines (default 5)"
+    )
     p.add_argument("--no-memory", action="store_true", help="skip the memory measurements")
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
@@ -146,7 +151,9 @@ def main(argv: list[str] | None = None) -> int:
             continue
         bound, kind = target
         ok = value <= bound if kind == "le" else value >= bound
-        print(f"  {name:32s} = {value:8.2f}x   (target {'<=' if kind == 'le' else '>='} {bound:g}x) {'ok' if ok else 'MISSED'}")
+        print(
+            f"  {name:32s} = {value:8.2f}x   (target {'<=' if kind == 'le' else '>='} {bound:g}x) {'ok' if ok else 'MISSED'}"
+        )
         if not ok:
             missed.append(name)
     print(f"  load average after: {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f}")

@@ -108,7 +108,9 @@ def loop_loss(
                 assert (pick >= 0).all(), "a draw outside the anchor's negatives"
             else:
                 p = w.detach().double().numpy()
-                pick = torch.from_numpy(rng.choice(s_neg.shape[0], size=npos * K, replace=True, p=p / p.sum()))
+                pick = torch.from_numpy(
+                    rng.choice(s_neg.shape[0], size=npos * K, replace=True, p=p / p.sum())
+                )
                 pick = pick.view(npos, K)
             t = (s_neg[pick] - s_pos[:, None]) / tau  # (npos, K)
             if psi == "triplet":

@@ -80,7 +80,9 @@ def normalize(z: Any, normalization: str = "ball") -> torch.Tensor:
         outside = amax * norm_s.detach() > 1.0  # ||z|| > 1 (False for NaN rows, which stay NaN)
         out = torch.where(outside, scaled / torch.where(outside, norm_s, torch.ones_like(norm_s)), zf)
     else:
-        out = torch.where(zero, torch.zeros_like(zf), scaled / torch.where(zero, torch.ones_like(norm_s), norm_s))
+        out = torch.where(
+            zero, torch.zeros_like(zf), scaled / torch.where(zero, torch.ones_like(norm_s), norm_s)
+        )
     return out.to(out_dtype)
 
 

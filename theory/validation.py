@@ -52,7 +52,7 @@ __all__ = [
 ]
 
 
-def _interval(lo, lo_open: bool, hi, hi_open: bool) -> str:
+def _interval(lo: float | None, lo_open: bool, hi: float | None, hi_open: bool) -> str:
     """Human-readable range: ``"> 0"``, ``"<= 1"`` or ``"in [0, 1)"``; empty without bounds."""
     if lo is not None and hi is not None:
         return f"in {'(' if lo_open else '['}{lo}, {hi}{')' if hi_open else ']'}"
@@ -65,7 +65,7 @@ def _interval(lo, lo_open: bool, hi, hi_open: bool) -> str:
 
 def real(
     name: str,
-    value,
+    value: Any,
     *,
     lo: float | None = None,
     lo_open: bool = False,
@@ -115,7 +115,7 @@ def real(
     return v
 
 
-def integer(name: str, value, *, lo: int | None = None, hi: int | None = None) -> int:
+def integer(name: str, value: Any, *, lo: int | None = None, hi: int | None = None) -> int:
     """Validate an integer scalar and return it as a Python ``int``.
 
     Accepts Python ints and any ``numbers.Integral`` (numpy integers included); rejects ``bool``,
@@ -144,9 +144,10 @@ def integer(name: str, value, *, lo: int | None = None, hi: int | None = None) -
     return v
 
 
-def one_of(name: str, value: Any, options: Collection) -> Any:
-    """Validate an option literal: ``value`` must be one of ``options`` (a :mod:`theory.options`
-    tuple or table).
+def one_of(name: str, value: Any, options: Collection[Any]) -> Any:
+    """Validate an option literal: ``value`` must be one of ``options``.
+
+    ``options`` is a :mod:`theory.options` tuple or table.
 
     Returns:
         ``value`` unchanged.
@@ -174,12 +175,14 @@ def as_float_tensor(z: Any, name: str = "z", min_dtype: torch.dtype = torch.floa
     Raises:
         ValueError: ``z`` cannot be converted to a tensor, is on the meta device, or is complex.
     """
-    z = as_tensor(z, name)
-    if not z.is_floating_point():
-        z = z.to(torch.get_default_dtype())
-    if z.dtype in (torch.float16, torch.bfloat16) or (z.dtype == torch.float32 and min_dtype == torch.float64):
-        z = z.to(min_dtype)
-    return z
+    t = as_tensor(z, name)
+    if not t.is_floating_point():
+        t = t.to(torch.get_default_dtype())
+    if t.dtype in (torch.float16, torch.bfloat16) or (
+        t.dtype == torch.float32 and min_dtype == torch.float64
+    ):
+        t = t.to(min_dtype)
+    return t
 
 
 def as_labels(
@@ -212,7 +215,7 @@ def as_labels(
     return t
 
 
-def as_finite_1d(name: str, x) -> np.ndarray:
+def as_finite_1d(name: str, x: Any) -> np.ndarray:
     """``x`` (tensor, array or sequence, any shape) flattened to a finite float64 numpy array.
 
     Raises:
@@ -253,22 +256,26 @@ def as_tensor(x: Any, name: str, *, device: torch.device | str | None = None) ->
     Raises:
         ValueError: ``x`` is not convertible to a tensor, is on the meta device, or is complex.
     """
-    if not isinstance(x, torch.Tensor):
+    if isinstance(x, torch.Tensor):
+        t = x
+    else:
         if isinstance(x, np.ndarray) and x.dtype.kind not in "biufc":
             raise ValueError(f"{name} must be a numeric array, got numpy dtype {x.dtype}")
         try:
-            x = torch.as_tensor(x)
+            t = torch.as_tensor(x)
         except (TypeError, ValueError, RuntimeError) as exc:
             raise ValueError(
                 f"{name} must be a torch tensor, a numpy array or a sequence of numbers, got {type(x).__name__}"
             ) from exc
-    if x.is_meta:
-        raise ValueError(f"{name} must hold data: meta tensors are not accepted (got a tensor on the meta device)")
-    if x.is_complex():
-        raise ValueError(f"{name} must be real, got dtype {x.dtype}")
-    if device is not None and x.device != torch.device(device):
-        x = x.to(device)
-    return x
+    if t.is_meta:
+        raise ValueError(
+            f"{name} must hold data: meta tensors are not accepted (got a tensor on the meta device)"
+        )
+    if t.is_complex():
+        raise ValueError(f"{name} must be real, got dtype {t.dtype}")
+    if device is not None and t.device != torch.device(device):
+        t = t.to(device)
+    return t
 
 
 def integer_tensor(x: torch.Tensor, name: str) -> torch.Tensor:

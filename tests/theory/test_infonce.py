@@ -54,10 +54,11 @@ def test_info_nce_validation():
 
 
 def test_info_nce_inputs():
-    import numpy as np
-
     g = torch.Generator().manual_seed(0)
-    z1, z2 = torch.randn(4, 3, generator=g, dtype=torch.float64), torch.randn(4, 3, generator=g, dtype=torch.float64)
+    z1, z2 = (
+        torch.randn(4, 3, generator=g, dtype=torch.float64),
+        torch.randn(4, 3, generator=g, dtype=torch.float64),
+    )
     assert torch.equal(info_nce(z1.numpy(), z2.numpy()), info_nce(z1, z2))
     # rows whose norm overflows float32 are normalised, not zeroed
     big = (z1 * 1e20).float()

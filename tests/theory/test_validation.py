@@ -222,7 +222,10 @@ def test_as_tensor_shares_numpy_memory():
 
 REJECTED = {
     "meta": (lambda: torch.zeros(3, device="meta"), r"^x must hold data: meta tensors are not accepted"),
-    "complex": (lambda: torch.zeros(3, dtype=torch.complex64), r"^x must be real, got dtype torch.complex64$"),
+    "complex": (
+        lambda: torch.zeros(3, dtype=torch.complex64),
+        r"^x must be real, got dtype torch.complex64$",
+    ),
     "complex numpy": (lambda: np.zeros(3, dtype=complex), r"^x must be real"),
     "object numpy": (lambda: np.array(["a", "b"]), r"^x must be a numeric array, got numpy dtype"),
     "string": (lambda: "abc", r"^x must be a torch tensor, a numpy array or a sequence of numbers, got str$"),

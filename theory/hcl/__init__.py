@@ -54,8 +54,8 @@ from theory.hcl.optima import (
     ucl_optimum,
     weak_bound,
 )
-from theory.hcl.psi import Psi, apply_psi, make_psi, random_psi
 from theory.hcl.pairs import Pairs, positive_pairs
+from theory.hcl.psi import Psi, apply_psi, make_psi, random_psi
 from theory.hcl.sampling import (
     AliasTable,
     alias_table,

@@ -35,7 +35,7 @@ class _ExpectedPsi(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(  # type: ignore[override]
+    def forward(
         ctx: Any,
         z: torch.Tensor,
         pair_row: torch.Tensor,

@@ -27,7 +27,7 @@ class _SampledPsi(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(  # type: ignore[override]
+    def forward(
         ctx: Any,
         S: torch.Tensor,
         drawn: torch.Tensor,
@@ -55,7 +55,9 @@ class _SampledPsi(torch.autograd.Function):
     @torch.autograd.function.once_differentiable
     def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         if ctx.used:
-            raise RuntimeError("the sampled estimator's backward can run only once (retain_graph is not supported)")
+            raise RuntimeError(
+                "the sampled estimator's backward can run only once (retain_graph is not supported)"
+            )
         ctx.used = True
         e, idx, total, pair_flat, sig = ctx.saved_tensors
         gp = grad_out * sig / ctx.tau

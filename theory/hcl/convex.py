@@ -37,8 +37,9 @@ import itertools
 import math
 import warnings
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import cvxpy as cp
 import numpy as np
@@ -106,7 +107,17 @@ def etf_gram_np(num_classes: int) -> np.ndarray:
     return (C * np.eye(C) - np.ones((C, C))) / (C - 1)
 
 
-def _validate(C, setting, psi, normalization, num_negatives, tau, margin, priors) -> tuple:
+def _validate(
+    C: Any,
+    setting: str,
+    psi: str,
+    normalization: str,
+    num_negatives: Any,
+    tau: Any,
+    margin: Any,
+    priors: Any,
+) -> tuple[int, int, float, float, np.ndarray]:
+    """Validated ``(C, k, tau, margin, priors)`` of a program; errors name the argument."""
     C = integer("num_classes", C, lo=2)
     one_of("setting", setting, SETTINGS)
     one_of("psi", psi, PSI_FORMS)
@@ -126,13 +137,15 @@ def _validate(C, setting, psi, normalization, num_negatives, tau, margin, priors
 
 
 def _negative_law(pi: np.ndarray, c: int, setting: str) -> np.ndarray:
+    """The law of one negative class for an anchor of class ``c``."""
     p = pi.copy()
     if setting == "supervised":
         p[c] = 0.0
-    return p / p.sum()
+    law: np.ndarray = p / p.sum()
+    return law
 
 
-def _multisets(classes: Sequence[int], p: np.ndarray, k: int):
+def _multisets(classes: Sequence[int], p: np.ndarray, k: int) -> Iterator[tuple[float, Counter[int]]]:
     """Yield ``(prob, Counter)`` over the multisets of ``k`` i.i.d. draws from ``p`` on ``classes``."""
     for combo in itertools.combinations_with_replacement(classes, k):
         cnt = Counter(combo)
@@ -144,7 +157,9 @@ def _multisets(classes: Sequence[int], p: np.ndarray, k: int):
         yield coef * prob, cnt
 
 
-def _objective(G, C, k, setting, psi, tau, margin, pi):
+def _objective(
+    G: Any, C: int, k: int, setting: str, psi: str, tau: float, margin: float, pi: np.ndarray
+) -> Any:
     """Cvxpy expression of the population loss F(G) (see module docstring)."""
     terms = []
     for c in range(C):
@@ -153,7 +168,7 @@ def _objective(G, C, k, setting, psi, tau, margin, pi):
         if psi == "triplet":
             for c2 in support:
                 t = 0 if c2 == c else (G[c, c2] - G[c, c]) / tau
-                terms.append(pi[c] * p[c2] * cp.pos(t + margin))
+                terms.append(pi[c] * p[c2] * cp.pos(t + margin))  # type: ignore[no-untyped-call]
             continue
         for prob, cnt in _multisets(support, p, k):
             # psi = log(1 + w sum_i exp(t_i)) with w = 1/k (mean) or 1 (sum): one lse over the
@@ -170,14 +185,14 @@ def _objective(G, C, k, setting, psi, tau, margin, pi):
 
 
 def population_loss_at_gram(
-    G,
+    G: Any,
     *,
     num_negatives: int,
     setting: str = "supervised",
     psi: str = "mean",
     tau: float = HCL_TAU,
     margin: float = MARGIN,
-    priors=None,
+    priors: Any = None,
 ) -> float:
     """F(G): the population loss of collapsed representations with Gram ``G`` (numpy, exact).
 
@@ -217,9 +232,9 @@ def minimize_gram(
     normalization: str = "sphere",
     tau: float = HCL_TAU,
     margin: float = MARGIN,
-    priors=None,
+    priors: Any = None,
     solver: str | None = None,
-    solver_options: dict | None = None,
+    solver_options: dict[str, Any] | None = None,
 ) -> GramSolution:
     """Minimise the population SCL / UCL loss over the Gram matrix of collapsed representations.
 
@@ -269,7 +284,7 @@ def minimize_gram(
             with warnings.catch_warnings():
                 # an inaccurate solve is reported through the status and then rejected
                 warnings.simplefilter("ignore", UserWarning)
-                prob.solve(solver=name, **(solver_options or {}))
+                prob.solve(solver=name, **(solver_options or {}))  # type: ignore[no-untyped-call]
         except (cp.error.SolverError, ValueError, ArithmeticError) as exc:
             failures.append(f"{name}: {type(exc).__name__}: {exc}")
             continue
@@ -296,11 +311,11 @@ def minimize_gram(
     )
 
 
-def minimize_scl(num_classes: int, *, num_negatives: int, **kwargs) -> GramSolution:
+def minimize_scl(num_classes: int, *, num_negatives: int, **kwargs: Any) -> GramSolution:
     """SCL program: :func:`minimize_gram` with ``setting="supervised"`` (docs/hcl.md#the-scl-optimum-t4-t5)."""
     return minimize_gram(num_classes, setting="supervised", num_negatives=num_negatives, **kwargs)
 
 
-def minimize_ucl(num_classes: int, *, num_negatives: int, **kwargs) -> GramSolution:
+def minimize_ucl(num_classes: int, *, num_negatives: int, **kwargs: Any) -> GramSolution:
     """UCL program: :func:`minimize_gram` with ``setting="unsupervised"`` (docs/hcl.md#the-ucl-optimum-t6)."""
     return minimize_gram(num_classes, setting="unsupervised", num_negatives=num_negatives, **kwargs)

@@ -259,7 +259,9 @@ def _beta_rows(beta: Any, R: int, B: int, single: bool, z: torch.Tensor, check: 
     b = b.to(z.dtype)
     shapes = [(B,)] if single else [(R,), (R, B)]
     if tuple(b.shape) not in shapes:
-        raise ValueError(f"beta must be a scalar or a tensor of shape {' or '.join(map(str, shapes))}, got {tuple(b.shape)}")
+        raise ValueError(
+            f"beta must be a scalar or a tensor of shape {' or '.join(map(str, shapes))}, got {tuple(b.shape)}"
+        )
     if check and not bool(torch.isfinite(b).all() & (b >= 0).all()):
         raise ValueError("beta must be finite and >= 0 for every run and anchor")
     if not single and b.shape == (R,):
@@ -292,7 +294,11 @@ def _loss(
     beta_f = _scalar_beta(beta)
     beta_t = None if beta_f is not None else _beta_rows(beta, R, B, single, z3, opts.check_inputs)
     lab = _run_ids(labels, "labels", R, B, single, z3.device)
-    grp = None if positive_groups is None else _run_ids(positive_groups, "positive_groups", R, B, single, z3.device)
+    grp = (
+        None
+        if positive_groups is None
+        else _run_ids(positive_groups, "positive_groups", R, B, single, z3.device)
+    )
     check = opts.check_inputs
     if check:
         check_label_range(lab, "labels", opts.num_classes)
@@ -421,7 +427,9 @@ def _uniforms(
         return _uniform_fill(generator, device)
     gens = list(generator)
     if len(gens) != R or not all(isinstance(g, torch.Generator) for g in gens):
-        raise ValueError(f"generator must be a torch.Generator or a sequence of R = {R} of them, got {generator!r}")
+        raise ValueError(
+            f"generator must be a torch.Generator or a sequence of R = {R} of them, got {generator!r}"
+        )
     counts = npos.view(R, B).sum(dim=1).tolist()
     u = torch.cat([draw_uniforms(int(c), K, g, device) for c, g in zip(counts, gens, strict=True)])
     return _given_uniforms(u)

@@ -149,13 +149,19 @@ class HardContrastiveLoss(nn.Module):
         return _loss(self.options, z, labels, self.beta, positive_groups=positive_groups, generator=generator)
 
     def extra_repr(self) -> str:
+        """The configuration shown by ``repr`` (defaults of the flags omitted)."""
         o = self.options
         parts = [f"setting={o.setting!r}", f"beta={self.beta:g}", f"tau={o.tau:g}", f"psi={o.psi!r}"]
         parts += [f"estimator={o.estimator!r}", f"num_negatives={o.num_negatives}"]
         if o.psi == "triplet":
             parts.append(f"margin={o.margin:g}")
         parts.append(f"reduction={o.reduction!r}")
-        defaults = {"self_positive": True, "self_negative": True, "detach_weights": True, "check_inputs": True}
+        defaults = {
+            "self_positive": True,
+            "self_negative": True,
+            "detach_weights": True,
+            "check_inputs": True,
+        }
         parts += [f"{k}={getattr(o, k)}" for k, v in defaults.items() if getattr(o, k) != v]
         if o.num_classes is not None:
             parts.append(f"num_classes={o.num_classes}")
@@ -167,7 +173,9 @@ def _method(name: str, beta: Any, kwargs: dict[str, Any]) -> tuple[str, float]:
     spec = METHODS[name]
     assert spec.setting is not None
     if "setting" in kwargs:
-        raise ValueError(f"{name} fixes setting={spec.setting!r}; use HardContrastiveLoss for another setting")
+        raise ValueError(
+            f"{name} fixes setting={spec.setting!r}; use HardContrastiveLoss for another setting"
+        )
     if not spec.hard:
         if "beta" in kwargs:
             raise ValueError(f"{name} has beta = 0; use H{name} for beta > 0")

@@ -88,12 +88,13 @@ _check_beta = functools.partial(real, "beta", lo=0.0)
 _check_margin = functools.partial(real, "margin", lo=0.0)
 
 
-def _check_psi_args(psi, tau, num_negatives, margin) -> tuple[str, float, int, float]:
+def _check_psi_args(psi: str, tau: float, num_negatives: int, margin: float) -> tuple[str, float, int, float]:
     """Validated ``(psi, tau, K, margin)``: the arguments shared by every closed-form value."""
     return one_of("psi", psi, PSI_FORMS), _check_tau(tau), _check_K(num_negatives), _check_margin(margin)
 
 
-def _check_prob(q, name: str = "q") -> float:
+def _check_prob(q: float, name: str = "q") -> float:
+    """``q`` as a probability in ``[0, 1]``."""
     return real(name, q, lo=0.0, hi=1.0)
 
 
@@ -116,7 +117,7 @@ def collision_probability(num_classes: int, beta: float) -> float:
 
 
 def collision_probability_batch(
-    counts: Sequence[int], beta: float, *, self_negative: bool = True
+    counts: Sequence[int] | np.ndarray, beta: float, *, self_negative: bool = True
 ) -> np.ndarray:
     """Per-class collision probability of the batch's tilted law at an exact NC batch.
 
@@ -131,17 +132,16 @@ def collision_probability_batch(
     Raises:
         ValueError: fewer than 2 classes, negative counts, or ``beta < 0``.
     """
-    counts = np.asarray(counts)
-    if counts.ndim != 1 or counts.size < 2:
-        raise ValueError(f"counts must be a 1-D sequence of C >= 2 class counts, got shape {counts.shape}")
-    if not np.issubdtype(counts.dtype, np.integer) or (counts < 0).any():
-        raise ValueError(f"counts must be non-negative integers, got {counts.tolist()}")
+    n = np.asarray(counts)
+    if n.ndim != 1 or n.size < 2:
+        raise ValueError(f"counts must be a 1-D sequence of C >= 2 class counts, got shape {n.shape}")
+    if not np.issubdtype(n.dtype, np.integer) or (n < 0).any():
+        raise ValueError(f"counts must be non-negative integers, got {n.tolist()}")
     beta = _check_beta(beta)
-    C = counts.size
-    B = int(counts.sum())
-    n_same = counts - (0 if self_negative else 1)
-    n_same = np.maximum(n_same, 0).astype(np.float64)
-    n_other = (B - counts).astype(np.float64)
+    C = n.size
+    B = int(n.sum())
+    n_same = np.maximum(n - (0 if self_negative else 1), 0).astype(np.float64)
+    n_other = (B - n).astype(np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         logit = np.log(n_same) - np.log(n_other) + beta * C / (C - 1)
         q = np.where(
@@ -196,7 +196,9 @@ def _binomial_window(K: int, q: float) -> tuple[int, int]:
     return max(0, math.floor(K * q - t)), min(K, math.ceil(K * q + t))
 
 
-def _binomial_mixture(q: float, C: int, psi: str, tau: float, K: int, margin: float, exact_limit: int) -> float:
+def _binomial_mixture(
+    q: float, C: int, psi: str, tau: float, K: int, margin: float, exact_limit: int
+) -> float:
     """:func:`binomial_mixture` on validated arguments (window above ``exact_limit``)."""
     a = -C / (C - 1)
     lo, hi = (0, K) if K <= exact_limit else _binomial_window(K, q)
@@ -299,7 +301,7 @@ def hucl_at_nc(
 
 
 def hucl_at_nc_batch(
-    counts: Sequence[int],
+    counts: Sequence[int] | np.ndarray,
     beta: float,
     *,
     psi: str = "mean",
@@ -325,10 +327,10 @@ def hucl_at_nc_batch(
     """
     one_of("estimator", estimator, ESTIMATORS)
     q = collision_probability_batch(counts, beta, self_negative=self_negative)
-    counts = np.asarray(counts)
-    C = counts.size
-    npos = counts if self_positive else np.maximum(counts - 1, 0)
-    weights = counts * npos
+    n = np.asarray(counts)
+    C = n.size
+    npos = n if self_positive else np.maximum(n - 1, 0)
+    weights = n * npos
     if weights.sum() == 0:
         raise ValueError("no (anchor, positive) pair in the batch; the loss is undefined")
     f = binomial_mixture if estimator == "sampled" else plugin_value

@@ -124,7 +124,9 @@ def positive_pairs(labels: Any, *, positive_groups: Any = None, self_positive: b
         raise ValueError(f"labels must have shape (B,) or (R, B), got {tuple(lab.shape)}")
     keys = lab
     if positive_groups is not None:
-        keys = integer_tensor(as_tensor(positive_groups, "positive_groups", device=lab.device), "positive_groups")
+        keys = integer_tensor(
+            as_tensor(positive_groups, "positive_groups", device=lab.device), "positive_groups"
+        )
         if keys.shape != lab.shape:
             raise ValueError(
                 f"positive_groups must have the shape of labels {tuple(lab.shape)}, got {tuple(keys.shape)}"

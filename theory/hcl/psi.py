@@ -19,6 +19,7 @@ import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -94,7 +95,8 @@ class Psi:
     k: int
     fn: Callable[[np.ndarray], np.ndarray] = field(repr=False, compare=False)
 
-    def __call__(self, t) -> np.ndarray:
+    def __call__(self, t: Any) -> np.ndarray:
+        """``psi_k(t)`` of every row of ``t`` ``(..., k)``."""
         t = np.asarray(t, dtype=np.float64)
         if t.shape[-1:] != (self.k,):
             raise ValueError(f"t must have last dimension k={self.k}, got shape {t.shape}")
@@ -115,7 +117,7 @@ def make_psi(psi: str = "mean", k: int = 1, *, tau: float = HCL_TAU, margin: flo
     tau = _check_tau(tau)
     margin = _check_margin(margin)
 
-    def fn(t):  # the one psi implementation, apply_psi, on numpy input
+    def fn(t: Any) -> np.ndarray:  # the one psi implementation, apply_psi, on numpy input
         t = torch.as_tensor(np.asarray(t, dtype=np.float64))
         return apply_psi(t, psi, tau=tau, margin=margin).numpy()
 

@@ -97,10 +97,14 @@ def tilted_log_weights(S: torch.Tensor, allowed: torch.Tensor, beta: float | tor
         raise ValueError(f"allowed must have the shape of S {tuple(S.shape)}, got {tuple(allowed.shape)}")
     beta_t = torch.as_tensor(beta, dtype=S.dtype, device=S.device)
     if beta_t.dim() > 1 or (beta_t.dim() == 1 and beta_t.shape[0] != S.shape[0]):
-        raise ValueError(f"beta must be a scalar or an ({S.shape[0]},) tensor, got shape {tuple(beta_t.shape)}")
+        raise ValueError(
+            f"beta must be a scalar or an ({S.shape[0]},) tensor, got shape {tuple(beta_t.shape)}"
+        )
     if bool((beta_t < 0).any()) or not bool(torch.isfinite(beta_t).all()):
         raise ValueError(f"beta must be finite and >= 0, got {beta}")
-    return _tilted_log_weights(S, allowed, float(beta) if beta_t.dim() == 0 and not isinstance(beta, torch.Tensor) else beta_t)
+    return _tilted_log_weights(
+        S, allowed, float(beta) if beta_t.dim() == 0 and not isinstance(beta, torch.Tensor) else beta_t
+    )
 
 
 def _tilted_log_weights(S: torch.Tensor, allowed: torch.Tensor, beta: float | torch.Tensor) -> torch.Tensor:
@@ -195,8 +199,7 @@ def alias_table(q: torch.Tensor) -> AliasTable:
     Returns:
         The :class:`AliasTable`.
     """
-    N, B = q.shape
-    return _alias_from_weights(q.detach().to(torch.float64) * B)
+    return _alias_from_weights(q.detach().to(torch.float64) * q.shape[1])
 
 
 def _alias_from_weights(w: torch.Tensor) -> AliasTable:
@@ -246,8 +249,11 @@ UniformFill = Callable[[torch.Tensor, int, int], None]
 
 
 def _uniform_fill(generator: torch.Generator | None, device: torch.device) -> UniformFill:
-    """Fill ``buf`` ``(m, K)`` with the next uniforms of ``generator``: consecutive chunks give the
-    same numbers as one ``torch.rand((P, K), dtype=float64, generator=generator)``."""
+    """A fill of ``buf`` ``(m, K)`` with the next uniforms of ``generator``.
+
+    Consecutive chunks give the same numbers as one ``torch.rand((P, K), dtype=float64,
+    generator=generator)`` (on the CPU generator).
+    """
     gen_device = generator.device if generator is not None else device
 
     def fill(buf: torch.Tensor, c0: int, c1: int) -> None:
@@ -266,8 +272,9 @@ def _draw_pairs(
     fill: UniformFill,
     values: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Alias draws for every pair: flat indices ``rows[p] * B + column`` ``(P, K)`` int64, and, if
-    ``values`` (a flat tensor) is given, ``values[idx]`` gathered in the same pass.
+    """Alias draws for every pair: flat indices ``rows[p] * B + column`` ``(P, K)`` int64.
+
+    If ``values`` (a flat tensor) is given, ``values[idx]`` is gathered in the same pass.
 
     Per draw: bucket ``b = floor(u B)``, then ``b`` itself if ``u B < b + prob[b]`` (the fraction
     below ``prob[b]``), else its alias: a handful of passes, no search. On the CPU the pairs are
@@ -339,7 +346,9 @@ def sample_negatives(
     logq = as_tensor(logq, "logq")
     rows = as_tensor(rows, "rows", device=logq.device).long()
     if logq.dim() != 2 or rows.dim() != 1:
-        raise ValueError(f"logq must be (N, B) and rows (P,), got {tuple(logq.shape)} and {tuple(rows.shape)}")
+        raise ValueError(
+            f"logq must be (N, B) and rows (P,), got {tuple(logq.shape)} and {tuple(rows.shape)}"
+        )
     with torch.no_grad():
         q = torch.exp(logq.detach().to(torch.float64))
         if rows.numel() and not bool((q.sum(dim=1)[rows] > 0).all()):

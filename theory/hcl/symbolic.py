@@ -59,12 +59,12 @@ def etf_gram_matrix(num_classes: int) -> sp.Matrix:
     return sp.Matrix(C, C, lambda i, j: sp.Rational(1) if i == j else sp.Rational(-1, C - 1))
 
 
-def etf_gram_eigenvalues(num_classes: int) -> dict:
+def etf_gram_eigenvalues(num_classes: int) -> dict[sp.Expr, int]:
     """Exact eigenvalues of the ETF Gram for a concrete ``C``: ``{C/(C-1): C-1, 0: 1}``."""
     return dict(etf_gram_matrix(num_classes).eigenvals())
 
 
-def etf_gram_eigenvalues_general() -> tuple[sp.Symbol, dict]:
+def etf_gram_eigenvalues_general() -> tuple[sp.Symbol, dict[sp.Expr, sp.Expr]]:
     """Eigenvalues of the ETF Gram for a symbolic ``C``.
 
     Write ``G = a I + b J`` (``J = 11^T``) with ``a = C/(C-1)``, ``b = -1/(C-1)``. ``J`` has the
@@ -81,9 +81,10 @@ def etf_gram_eigenvalues_general() -> tuple[sp.Symbol, dict]:
 
 
 def check_etf_spectrum(num_classes: Sequence[int] = (2, 3, 4, 5, 6, 7, 8, 10)) -> bool:
-    """True iff the concrete spectra equal ``{C/(C-1): C-1, 0: 1}`` for every ``C`` in
-    ``num_classes`` (a sequence of class counts), the general formula substituted at those ``C``
-    agrees, and ``trace = C``.
+    """True iff the ETF Gram spectra are ``{C/(C-1): C-1, 0: 1}`` for every ``C`` in ``num_classes``.
+
+    Checks the concrete spectra, the general formula substituted at those ``C`` (a sequence of class
+    counts), and ``trace = C``.
     """
     Csym, general = etf_gram_eigenvalues_general()
     for C in num_classes:
@@ -153,7 +154,12 @@ def _args(
 
 
 def scl_optimum_expr(
-    num_classes: int, *, psi: str = "mean", num_negatives: int = NUM_NEGATIVES, tau=HCL_TAU, margin=MARGIN
+    num_classes: int,
+    *,
+    psi: str = "mean",
+    num_negatives: int = NUM_NEGATIVES,
+    tau: Any = HCL_TAU,
+    margin: Any = MARGIN,
 ) -> sp.Expr:
     """``psi_K(a, ..., a)`` with ``a = -C/(C-1)``: the exact ``L*_SCL`` (docs/hcl.md#the-scl-optimum-t4-t5).
 
@@ -164,7 +170,7 @@ def scl_optimum_expr(
     return sp.simplify(_psi_expr([(a, K)], psi, tau, margin))
 
 
-def collision_probability_expr(num_classes: int | sp.Symbol | None = None, beta=None) -> sp.Expr:
+def collision_probability_expr(num_classes: int | sp.Symbol | None = None, beta: Any = None) -> sp.Expr:
     """``q(beta) = e^beta / (e^beta + (C-1) e^(-beta/(C-1)))`` (docs/hcl.md#hucl-at-neural-collapse-t7), derived.
 
     The tilt at NC weighs a same-class negative (score 1) by ``e^beta`` and each of the ``C-1``
@@ -184,7 +190,7 @@ def collision_probability_expr(num_classes: int | sp.Symbol | None = None, beta=
     return same / (same + other)
 
 
-def _binomial_mixture_expr(q: sp.Expr, C: int, psi: str, K: int, tau, margin) -> sp.Expr:
+def _binomial_mixture_expr(q: sp.Expr, C: int, psi: str, K: int, tau: sp.Expr, margin: sp.Expr) -> sp.Expr:
     a = sp.Rational(-C, C - 1)
     return sum(
         sp.binomial(K, m)
@@ -196,7 +202,12 @@ def _binomial_mixture_expr(q: sp.Expr, C: int, psi: str, K: int, tau, margin) ->
 
 
 def ucl_optimum_expr(
-    num_classes: int, *, psi: str = "mean", num_negatives: int = NUM_NEGATIVES, tau=HCL_TAU, margin=MARGIN
+    num_classes: int,
+    *,
+    psi: str = "mean",
+    num_negatives: int = NUM_NEGATIVES,
+    tau: Any = HCL_TAU,
+    margin: Any = MARGIN,
 ) -> sp.Expr:
     """``sum_m Binom(m; K, 1/C) psi_K(0^m, a^(K-m))``: the exact ``L*_UCL`` (docs/hcl.md#the-ucl-optimum-t6).
 
@@ -209,12 +220,12 @@ def ucl_optimum_expr(
 
 def hucl_at_nc_expr(
     num_classes: int,
-    beta,
+    beta: Any,
     *,
     psi: str = "mean",
     num_negatives: int = NUM_NEGATIVES,
-    tau=HCL_TAU,
-    margin=MARGIN,
+    tau: Any = HCL_TAU,
+    margin: Any = MARGIN,
 ) -> sp.Expr:
     """Binomial HUCL value at NC with ``q = q(beta)`` (docs/hcl.md#hucl-at-neural-collapse-t7), exact for rational beta.
 

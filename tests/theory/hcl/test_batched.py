@@ -95,7 +95,9 @@ def test_shared_labels_and_per_anchor_beta():
 def test_positive_groups_per_run():
     z, labels = _runs(R=2, B=12, seed=4)
     ids = torch.stack([torch.arange(6).repeat(2), torch.arange(6).repeat_interleave(2)])
-    lab = torch.gather(labels, 1, torch.stack([torch.arange(6).repeat(2), torch.arange(6).repeat_interleave(2)]))
+    lab = torch.gather(
+        labels, 1, torch.stack([torch.arange(6).repeat(2), torch.arange(6).repeat_interleave(2)])
+    )
     kw = dict(setting="supervised", beta=2.0, self_positive=False)
     got = contrastive_loss(z, lab, positive_groups=ids, **kw)
     for r in range(2):
@@ -114,16 +116,25 @@ def test_two_view_stacked_runs():
 # --------------------------------------------------------------------------------------------
 # sampled estimator: one generator for all runs, or one per run
 # --------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("setting,psi", [("supervised", "mean"), ("unsupervised", "sum"), ("unsupervised", "triplet")])
+@pytest.mark.parametrize(
+    "setting,psi", [("supervised", "mean"), ("unsupervised", "sum"), ("unsupervised", "triplet")]
+)
 def test_sampled_generator_per_run_equals_separate_calls(setting, psi):
     z, labels = _runs(seed=6)
     beta = torch.tensor([0.0, 1.0, 3.0, 9.0], dtype=torch.float64)
     kw = dict(setting=setting, psi=psi, estimator="sampled", num_negatives=33, reduction="none")
     za = z.clone().requires_grad_(True)
-    got = contrastive_loss(za, labels, beta=beta, generator=[torch.Generator().manual_seed(10 + r) for r in range(4)], **kw)
+    got = contrastive_loss(
+        za, labels, beta=beta, generator=[torch.Generator().manual_seed(10 + r) for r in range(4)], **kw
+    )
     zs = [z[r].clone().requires_grad_(True) for r in range(4)]
     want = torch.cat(
-        [contrastive_loss(zs[r], labels[r], beta=float(beta[r]), generator=torch.Generator().manual_seed(10 + r), **kw) for r in range(4)]
+        [
+            contrastive_loss(
+                zs[r], labels[r], beta=float(beta[r]), generator=torch.Generator().manual_seed(10 + r), **kw
+            )
+            for r in range(4)
+        ]
     )
     torch.testing.assert_close(got, want, atol=1e-13, rtol=1e-13)
     got.sum().backward()
@@ -140,7 +151,13 @@ def test_sampled_single_generator_layout():
     beta = torch.tensor([0.5, 2.0, 6.0], dtype=torch.float64)
     K = 21
     got = contrastive_loss(
-        z, labels, setting="supervised", beta=beta, estimator="sampled", num_negatives=K, reduction="none",
+        z,
+        labels,
+        setting="supervised",
+        beta=beta,
+        estimator="sampled",
+        num_negatives=K,
+        reduction="none",
         generator=torch.Generator().manual_seed(5),
     )
     pairs = positive_pairs(labels)
@@ -151,9 +168,20 @@ def test_sampled_single_generator_layout():
         S = (z[r] @ z[r].T).double()
         allowed = labels[r][:, None] != labels[r][None, :]
         rows = pairs.anchor[pairs.run == r]
-        idx = sample_negatives(tilted_log_weights(S, allowed, float(beta[r])), rows, K, uniforms=u[start : start + P_r])
+        idx = sample_negatives(
+            tilted_log_weights(S, allowed, float(beta[r])), rows, K, uniforms=u[start : start + P_r]
+        )
         draws = {i: idx[rows == i] for i in range(12)}
-        ref = loop_loss(z[r], labels[r], setting="supervised", beta=float(beta[r]), K=K, estimator="sampled", draws=draws, reduction="none")
+        ref = loop_loss(
+            z[r],
+            labels[r],
+            setting="supervised",
+            beta=float(beta[r]),
+            K=K,
+            estimator="sampled",
+            draws=draws,
+            reduction="none",
+        )
         torch.testing.assert_close(got[start : start + P_r], ref, atol=1e-14, rtol=1e-14)
         start += P_r
     assert start == got.numel()
@@ -190,7 +218,9 @@ def test_single_class_run_raises_naming_the_run():
     keep = torch.tensor([0, 2])
     got = contrastive_loss(z[keep], labels[keep], setting="supervised", beta=1.0)
     for k, r in enumerate([0, 2]):
-        assert got[k].item() == pytest.approx(contrastive_loss(z[r], labels[r], setting="supervised", beta=1.0).item(), abs=1e-12)
+        assert got[k].item() == pytest.approx(
+            contrastive_loss(z[r], labels[r], setting="supervised", beta=1.0).item(), abs=1e-12
+        )
 
 
 def test_run_without_pairs_raises_naming_the_run():

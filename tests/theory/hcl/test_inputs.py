@@ -34,7 +34,9 @@ NONFINITE = {
 }
 CALLS = {
     "expectation": lambda z, y: contrastive_loss(z, y, setting="supervised", beta=2.0),
-    "sampled": lambda z, y: contrastive_loss(z, y, setting="unsupervised", estimator="sampled", num_negatives=8),
+    "sampled": lambda z, y: contrastive_loss(
+        z, y, setting="unsupervised", estimator="sampled", num_negatives=8
+    ),
     "triplet": lambda z, y: contrastive_loss(z, y, setting="supervised", psi="triplet"),
     "undetached": lambda z, y: contrastive_loss(z, y, setting="supervised", beta=1.0, detach_weights=False),
     "module": lambda z, y: HSCL(beta=3.0)(z, y),
@@ -75,10 +77,14 @@ def test_nonfinite_views_are_rejected_naming_the_view(view, value):
 def test_overflowing_similarities_raise_naming_z(dtype, estimator, psi):
     z, y = _batch(dtype=torch.float32)
     big = (z * 1e20).to(dtype)
-    with pytest.raises(ValueError, match=r"^z is too large for torch.float32: max \|\|z_i\|\|\^2 = .*normalise z"):
+    with pytest.raises(
+        ValueError, match=r"^z is too large for torch.float32: max \|\|z_i\|\|\^2 = .*normalise z"
+    ):
         contrastive_loss(big, y, setting="supervised", beta=2.0, estimator=estimator, psi=psi)
     # float64 holds the same input: the loss is computed (and finite)
-    assert math.isfinite(contrastive_loss(big.double(), y, setting="supervised", beta=2.0, estimator=estimator, psi=psi).item())
+    assert math.isfinite(
+        contrastive_loss(big.double(), y, setting="supervised", beta=2.0, estimator=estimator, psi=psi).item()
+    )
 
 
 def test_overflow_limit_accounts_for_tau():
@@ -108,9 +114,10 @@ def test_huge_label_values_are_relabelled(values, setting, monkeypatch):
     kw = dict(setting=setting, beta=1.5, check_inputs=values[0] >= 0)  # negative labels fail the check
     assert torch.equal(contrastive_loss(z, big, **kw), want)
     assert torch.equal(contrastive_loss(z, small, positive_groups=big, **kw), want)
-    assert torch.equal(contrastive_loss(z, small, estimator="sampled", generator=torch.Generator().manual_seed(0),
-                                        **kw),
-                       contrastive_loss(z, big, estimator="sampled", generator=torch.Generator().manual_seed(0), **kw))
+    assert torch.equal(
+        contrastive_loss(z, small, estimator="sampled", generator=torch.Generator().manual_seed(0), **kw),
+        contrastive_loss(z, big, estimator="sampled", generator=torch.Generator().manual_seed(0), **kw),
+    )
 
 
 def test_label_range_checks_remain():
@@ -159,30 +166,68 @@ def test_integer_z_is_promoted_to_floating_point():
     y = torch.tensor([0, 1, 0, 1])
     got = contrastive_loss(zi, y, setting="supervised", beta=1.0)
     assert got.dtype == torch.get_default_dtype()
-    assert got.item() == pytest.approx(contrastive_loss(zi.double(), y, setting="supervised", beta=1.0).item(), rel=1e-6)
+    assert got.item() == pytest.approx(
+        contrastive_loss(zi.double(), y, setting="supervised", beta=1.0).item(), rel=1e-6
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # messages that name the right argument
 MESSAGES = [
-    ("empty batch", lambda: contrastive_loss(torch.zeros(0, 3), torch.zeros(0, dtype=torch.long), setting="supervised"),
-     r"z must hold at least one embedding per run \(B >= 1\)", "self_positive=False"),
-    ("positive_groups length", lambda: contrastive_loss(torch.eye(4), torch.arange(4) % 2, setting="supervised",
-                                                        positive_groups=torch.arange(3)),
-     r"^positive_groups must have shape \(4,\) to match z, got \(3,\)", "labels must"),
-    ("labels length", lambda: contrastive_loss(torch.eye(4), torch.arange(3), setting="supervised"),
-     r"^labels must have shape \(4,\) to match z, got \(3,\)", None),
-    ("no pair", lambda: contrastive_loss(torch.eye(4), torch.arange(4), setting="unsupervised", self_positive=False),
-     r"no \(anchor, positive\) pair in the batch: every positive group is a singleton and self_positive=False", None),
-    ("single class", lambda: contrastive_loss(torch.eye(4), torch.zeros(4, dtype=torch.long), setting="supervised"),
-     r"^anchor 0 \(label 0\) has an empty negative set in setting='supervised'", "run"),
-    ("numpy K", lambda: contrastive_loss(torch.eye(4), torch.arange(4) % 2, setting="supervised", num_negatives=np.int64(0)),
-     r"^num_negatives must be an integer >= 1, got np.int64\(0\)$", None),
-    ("tensor beta values", lambda: contrastive_loss(torch.eye(4), torch.arange(4) % 2, setting="supervised",
-                                                    beta=torch.tensor([1.0, -1.0, 0.0, 2.0])),
-     r"beta must be finite and >= 0", None),
-    ("beta shape", lambda: contrastive_loss(torch.eye(4), torch.arange(4) % 2, setting="supervised", beta=torch.ones(3)),
-     r"beta must be a scalar or a tensor of shape \(4,\)", None),
+    (
+        "empty batch",
+        lambda: contrastive_loss(torch.zeros(0, 3), torch.zeros(0, dtype=torch.long), setting="supervised"),
+        r"z must hold at least one embedding per run \(B >= 1\)",
+        "self_positive=False",
+    ),
+    (
+        "positive_groups length",
+        lambda: contrastive_loss(
+            torch.eye(4), torch.arange(4) % 2, setting="supervised", positive_groups=torch.arange(3)
+        ),
+        r"^positive_groups must have shape \(4,\) to match z, got \(3,\)",
+        "labels must",
+    ),
+    (
+        "labels length",
+        lambda: contrastive_loss(torch.eye(4), torch.arange(3), setting="supervised"),
+        r"^labels must have shape \(4,\) to match z, got \(3,\)",
+        None,
+    ),
+    (
+        "no pair",
+        lambda: contrastive_loss(torch.eye(4), torch.arange(4), setting="unsupervised", self_positive=False),
+        r"no \(anchor, positive\) pair in the batch: every positive group is a singleton and self_positive=False",
+        None,
+    ),
+    (
+        "single class",
+        lambda: contrastive_loss(torch.eye(4), torch.zeros(4, dtype=torch.long), setting="supervised"),
+        r"^anchor 0 \(label 0\) has an empty negative set in setting='supervised'",
+        "run",
+    ),
+    (
+        "numpy K",
+        lambda: contrastive_loss(
+            torch.eye(4), torch.arange(4) % 2, setting="supervised", num_negatives=np.int64(0)
+        ),
+        r"^num_negatives must be an integer >= 1, got np.int64\(0\)$",
+        None,
+    ),
+    (
+        "tensor beta values",
+        lambda: contrastive_loss(
+            torch.eye(4), torch.arange(4) % 2, setting="supervised", beta=torch.tensor([1.0, -1.0, 0.0, 2.0])
+        ),
+        r"beta must be finite and >= 0",
+        None,
+    ),
+    (
+        "beta shape",
+        lambda: contrastive_loss(torch.eye(4), torch.arange(4) % 2, setting="supervised", beta=torch.ones(3)),
+        r"beta must be a scalar or a tensor of shape \(4,\)",
+        None,
+    ),
 ]
 
 
@@ -196,9 +241,19 @@ def test_messages_name_the_right_argument(name, call, match, absent):
 
 def test_numpy_integer_scalars_are_accepted():
     z, y = _batch()
-    a = contrastive_loss(z, y, setting="supervised", psi="sum", num_negatives=np.int64(8), num_classes=np.int32(3),
-                         beta=np.float32(1.5), tau=np.float64(0.5))
-    b = contrastive_loss(z, y, setting="supervised", psi="sum", num_negatives=8, num_classes=3, beta=1.5, tau=0.5)
+    a = contrastive_loss(
+        z,
+        y,
+        setting="supervised",
+        psi="sum",
+        num_negatives=np.int64(8),
+        num_classes=np.int32(3),
+        beta=np.float32(1.5),
+        tau=np.float64(0.5),
+    )
+    b = contrastive_loss(
+        z, y, setting="supervised", psi="sum", num_negatives=8, num_classes=3, beta=1.5, tau=0.5
+    )
     assert torch.equal(a, b)
 
 

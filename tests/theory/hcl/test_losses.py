@@ -408,7 +408,9 @@ def test_numpy_integer_and_tensor_arguments(ball_batch):
 # --------------------------------------------------------------------------------------------
 # The sampled estimator equals the authors' per-anchor structure on the same draws
 # --------------------------------------------------------------------------------------------
-def _draws_per_anchor(z, labels, *, setting, beta, K, seed, self_positive=True, self_negative=True, groups=None):
+def _draws_per_anchor(
+    z, labels, *, setting, beta, K, seed, self_positive=True, self_negative=True, groups=None
+):
     """The draws the loss makes with generator seed ``seed``, as the loop reference wants them.
 
     Documented contract: contrastive_loss draws with sample_negatives(tilted_log_weights(S.double(),
@@ -441,15 +443,35 @@ SAMPLED_OPTIONS = [
 
 @pytest.mark.parametrize("setting,psi,self_positive,self_negative", SAMPLED_OPTIONS)
 @pytest.mark.parametrize("beta", [0.0, 3.0])
-def test_sampled_equals_loop_reference_on_the_same_draws(setting, psi, self_positive, self_negative, beta, ball_batch):
+def test_sampled_equals_loop_reference_on_the_same_draws(
+    setting, psi, self_positive, self_negative, beta, ball_batch
+):
     z0, labels = ball_batch(B=13, seed=zlib.crc32(f"{setting}{psi}{self_positive}".encode()) % 997)
     K = 17
-    kw = dict(setting=setting, beta=beta, tau=0.6, psi=psi, margin=0.4, self_positive=self_positive, self_negative=self_negative)
-    draws = _draws_per_anchor(z0, labels, setting=setting, beta=beta, K=K, seed=3,
-                              self_positive=self_positive, self_negative=self_negative)
+    kw = dict(
+        setting=setting,
+        beta=beta,
+        tau=0.6,
+        psi=psi,
+        margin=0.4,
+        self_positive=self_positive,
+        self_negative=self_negative,
+    )
+    draws = _draws_per_anchor(
+        z0,
+        labels,
+        setting=setting,
+        beta=beta,
+        K=K,
+        seed=3,
+        self_positive=self_positive,
+        self_negative=self_negative,
+    )
     z1, z2 = z0.clone().requires_grad_(True), z0.clone().requires_grad_(True)
     ref = loop_loss(z1, labels, K=K, estimator="sampled", draws=draws, **kw)
-    got = contrastive_loss(z2, labels, num_negatives=K, estimator="sampled", generator=torch.Generator().manual_seed(3), **kw)
+    got = contrastive_loss(
+        z2, labels, num_negatives=K, estimator="sampled", generator=torch.Generator().manual_seed(3), **kw
+    )
     assert abs(got.item() - ref.item()) < 1e-14
     ref.backward()
     got.backward()

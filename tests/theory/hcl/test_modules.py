@@ -24,7 +24,10 @@ def batch(ball_batch):
         (HSCL(beta=2.0), dict(setting="supervised", beta=2.0)),
         (UCL(self_negative=False), dict(setting="unsupervised", beta=0.0, self_negative=False)),
         (HUCL(3.0, tau=0.5, psi="sum"), dict(setting="unsupervised", beta=3.0, tau=0.5, psi="sum")),
-        (HardContrastiveLoss("supervised", 1.5, reduction="anchor_mean"), dict(setting="supervised", beta=1.5, reduction="anchor_mean")),
+        (
+            HardContrastiveLoss("supervised", 1.5, reduction="anchor_mean"),
+            dict(setting="supervised", beta=1.5, reduction="anchor_mean"),
+        ),
     ],
 )
 def test_module_equals_function_and_loop_reference(module, kw, batch):
@@ -81,7 +84,13 @@ def test_numpy_scalars_are_accepted():
 def test_extra_repr_and_no_parameters():
     m = HUCL(beta=2.0, estimator="sampled", psi="triplet", margin=0.5, self_negative=False)
     text = repr(m)
-    for part in ["setting='unsupervised'", "beta=2", "estimator='sampled'", "margin=0.5", "self_negative=False"]:
+    for part in [
+        "setting='unsupervised'",
+        "beta=2",
+        "estimator='sampled'",
+        "margin=0.5",
+        "self_negative=False",
+    ]:
         assert part in text, text
     assert "margin" not in repr(HSCL(beta=1.0))
     assert list(m.parameters()) == [] and m.state_dict() == {}
@@ -94,8 +103,15 @@ def test_forward_keywords(batch):
     m = HSCL(beta=2.0, self_positive=False, estimator="sampled", num_negatives=8)
     a = m(z, lab, positive_groups=ids, generator=torch.Generator().manual_seed(3))
     b = contrastive_loss(
-        z, lab, setting="supervised", beta=2.0, self_positive=False, estimator="sampled", num_negatives=8,
-        positive_groups=ids, generator=torch.Generator().manual_seed(3),
+        z,
+        lab,
+        setting="supervised",
+        beta=2.0,
+        self_positive=False,
+        estimator="sampled",
+        num_negatives=8,
+        positive_groups=ids,
+        generator=torch.Generator().manual_seed(3),
     )
     assert torch.equal(a, b)
 

@@ -374,7 +374,9 @@ def test_large_num_negatives_is_fast_and_bounded():
 def test_symbolic_and_convex_limits():
     from theory.hcl import convex, symbolic
 
-    assert float(symbolic.scl_optimum_expr(10, num_negatives=10**7)) == pytest.approx(scl_optimum(10), rel=1e-13)
+    assert float(symbolic.scl_optimum_expr(10, num_negatives=10**7)) == pytest.approx(
+        scl_optimum(10), rel=1e-13
+    )
     with pytest.raises(ValueError, match=r"num_negatives must be an integer in \[1, 1024\]"):
         symbolic.ucl_optimum_expr(10, num_negatives=10**7)
     with pytest.raises(ValueError, match=r"num_negatives must be an integer in \[1, 1024\]"):

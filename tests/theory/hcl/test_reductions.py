@@ -32,7 +32,13 @@ def _unbalanced(seed=0):
 def test_reduction_matches_loop_reference(reduction, setting, psi, self_positive, self_negative, beta):
     z, labels = _unbalanced(1)
     kw = dict(
-        setting=setting, beta=beta, tau=0.7, psi=psi, margin=0.3, self_positive=self_positive, self_negative=self_negative
+        setting=setting,
+        beta=beta,
+        tau=0.7,
+        psi=psi,
+        margin=0.3,
+        self_positive=self_positive,
+        self_negative=self_negative,
     )
     z1, z2 = z.clone().requires_grad_(True), z.clone().requires_grad_(True)
     ref = loop_loss(z1, labels, K=8, reduction=reduction, **kw)
@@ -65,12 +71,24 @@ def test_pair_order_is_documented_order():
         assert list(zip(p.anchor.tolist(), p.positive.tolist())) == want
         assert (p.run == 0).all()
     stacked = positive_pairs(torch.stack([labels, torch.tensor([0, 0, 1, 1, 1, 5])]))
-    want = [(r, i, j) for r, lab in enumerate([labels, torch.tensor([0, 0, 1, 1, 1, 5])])
-            for i in range(6) for j in range(6) if lab[i] == lab[j]]
+    want = [
+        (r, i, j)
+        for r, lab in enumerate([labels, torch.tensor([0, 0, 1, 1, 1, 5])])
+        for i in range(6)
+        for j in range(6)
+        if lab[i] == lab[j]
+    ]
     assert list(zip(stacked.run.tolist(), stacked.anchor.tolist(), stacked.positive.tolist())) == want
     ids = torch.tensor([0, 1, 2, 0, 1, 2])
     g = positive_pairs(torch.zeros(6, dtype=torch.long), positive_groups=ids, self_positive=False)
-    assert list(zip(g.anchor.tolist(), g.positive.tolist())) == [(0, 3), (1, 4), (2, 5), (3, 0), (4, 1), (5, 2)]
+    assert list(zip(g.anchor.tolist(), g.positive.tolist())) == [
+        (0, 3),
+        (1, 4),
+        (2, 5),
+        (3, 0),
+        (4, 1),
+        (5, 2),
+    ]
 
 
 @pytest.mark.parametrize("reduction", REDUCTIONS)
@@ -94,7 +112,9 @@ def test_two_view_reduction_none_follows_the_concatenated_batch():
     z, labels = _unbalanced(4)
     z1, z2, lab = z[:7], z[7:14], labels[:7]
     got = two_view_contrastive_loss(z1, z2, lab, setting="supervised", beta=1.0, reduction="none")
-    want = contrastive_loss(torch.cat([z1, z2]), torch.cat([lab, lab]), setting="supervised", beta=1.0, reduction="none")
+    want = contrastive_loss(
+        torch.cat([z1, z2]), torch.cat([lab, lab]), setting="supervised", beta=1.0, reduction="none"
+    )
     assert torch.equal(got, want)
 
 
