@@ -5,7 +5,8 @@ Used by :func:`theory.hcl.contrastive_loss` with ``estimator="expectation"``, ps
 docs/hcl.md#the-batched-kernel. Notation: ``z`` ``(R, B, d)`` (``R`` runs), ``N = R B`` anchor
 rows, ``S`` ``(N, B)`` the similarities of each anchor with the members of its own run, the
 ``P`` pairs as flat anchor rows ``pair_row`` and flat positions ``pair_flat = row * B + column``,
-``blocked`` the flat positions of the excluded negatives.
+``blocked`` the flat positions of the excluded negatives; ``red`` the reduction's per-pair weights
+(applied inside, so the Function returns the ``(R,)`` losses), or ``None`` for per-pair values.
 """
 
 from __future__ import annotations
@@ -16,6 +17,17 @@ import torch
 import torch.nn.functional as F
 
 __all__: list[str] = []
+
+
+def _weighted_sum(values: torch.Tensor, red: Any) -> torch.Tensor:
+    """Per-run ``sum_p weight_p values_p`` (a ``theory.hcl.losses._Reduction``), in float64."""
+    total = torch.zeros(red.num_runs, dtype=torch.float64, device=values.device)
+    return total.index_add_(0, red.run, (values * red.weight).to(torch.float64)).to(values.dtype)
+
+
+def _pair_grad(grad_out: torch.Tensor, red: Any) -> torch.Tensor:
+    """The gradient of each pair's value from that of the reduced loss (or per pair, ``red=None``)."""
+    return grad_out if red is None else grad_out.to(red.weight.dtype).take(red.run) * red.weight
 
 
 class _ExpectedPsi(torch.autograd.Function):
@@ -45,6 +57,7 @@ class _ExpectedPsi(torch.autograd.Function):
         tau: float,
         shift: float,
         count: torch.Tensor | None,
+        red: Any,
     ) -> torch.Tensor:
         R, B, _ = z.shape
         S = torch.bmm(z, z.transpose(1, 2)).view(R * B, B)
@@ -68,17 +81,18 @@ class _ExpectedPsi(torch.autograd.Function):
         b_safe = torch.where(b > 0, b, torch.ones_like(b))
         ctx.save_for_backward(z, T, b_safe, pair_row, pair_flat, torch.sigmoid(x))
         ctx.tau = tau
-        return F.softplus(x)
+        ctx.red = red
+        return F.softplus(x) if red is None else _weighted_sum(F.softplus(x), red)
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         z, T, b_safe, pair_row, pair_flat, sig = ctx.saved_tensors
         R, B, _ = z.shape
-        gp = grad_out * sig / ctx.tau
+        gp = _pair_grad(grad_out, ctx.red) * sig / ctx.tau
         gm = torch.zeros_like(b_safe).index_add_(0, pair_row, gp)
         G = T * (gm / b_safe)[:, None]
         G.view(-1).index_add_(0, pair_flat, -gp)
         G3 = G.view(R, B, B)
         dz = torch.bmm(G3 + G3.transpose(1, 2), z)
-        return dz, None, None, None, None, None, None, None
+        return dz, None, None, None, None, None, None, None, None

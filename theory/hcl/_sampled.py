@@ -13,6 +13,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from theory.hcl._expectation import _pair_grad, _weighted_sum
+
 __all__: list[str] = []
 
 
@@ -35,6 +37,7 @@ class _SampledPsi(torch.autograd.Function):
         pair_flat: torch.Tensor,
         tau: float,
         offset: float,
+        red: Any,
     ) -> torch.Tensor:
         flat = S.detach().reshape(-1)
         e = drawn  # (P, K) drawn similarities S.view(-1)[idx], overwritten in place
@@ -49,7 +52,8 @@ class _SampledPsi(torch.autograd.Function):
         ctx.tau = tau
         ctx.shape = S.shape
         ctx.used = False
-        return F.softplus(x)
+        ctx.red = red
+        return F.softplus(x) if red is None else _weighted_sum(F.softplus(x), red)
 
     @staticmethod
     @torch.autograd.function.once_differentiable
@@ -60,9 +64,9 @@ class _SampledPsi(torch.autograd.Function):
             )
         ctx.used = True
         e, idx, total, pair_flat, sig = ctx.saved_tensors
-        gp = grad_out * sig / ctx.tau
+        gp = _pair_grad(grad_out, ctx.red) * sig / ctx.tau
         weights = e.mul_((gp / total)[:, None])  # in place: the saved values are used once
         grad = torch.zeros(ctx.shape[0] * ctx.shape[1], dtype=e.dtype, device=e.device)
         grad.index_add_(0, idx.reshape(-1), weights.reshape(-1))
         grad.index_add_(0, pair_flat, -gp)
-        return grad.view(ctx.shape), None, None, None, None, None
+        return grad.view(ctx.shape), None, None, None, None, None, None

@@ -27,13 +27,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from theory.hcl._expectation import _ExpectedPsi
+from theory.hcl._expectation import _ExpectedPsi, _weighted_sum
 from theory.hcl._sampled import _SampledPsi
 from theory.hcl.pairs import _compact, _pair_list
 from theory.hcl.psi import _apply_psi
@@ -335,8 +335,9 @@ def _loss(
                     f"run {r} has no (anchor, positive) pair (every positive group a singleton and "
                     "self_positive=False); its loss is undefined: leave the run out of the stack"
                 )
-    values = _per_pair(opts, z3, rows, pair_flat, blocked, n_allowed, beta_f, beta_t, npos, generator)
-    return _reduce(values, rows, npos, R, B, opts.reduction, single)
+    red = _reduction(opts.reduction, rows, npos, R, B, z3.dtype)
+    out = _per_pair(opts, z3, rows, pair_flat, blocked, n_allowed, beta_f, beta_t, npos, generator, red)
+    return out[0] if single and red is not None else out
 
 
 def _check_negatives(
@@ -378,8 +379,12 @@ def _per_pair(
     beta_t: torch.Tensor | None,
     npos: torch.Tensor,
     generator: Generators,
+    red: _Reduction | None,
 ) -> torch.Tensor:
-    """The ``(P,)`` per-pair values ``ell_ij`` of the chosen estimator and psi."""
+    """The reduced loss ``(R,)`` (or the ``(P,)`` per-pair values ``ell_ij`` when ``red`` is None).
+
+    The fused estimators apply the reduction inside their autograd Function (one node).
+    """
     R, B, _ = z3.shape
     N = R * B
     tau, psi = opts.tau, opts.psi
@@ -387,36 +392,43 @@ def _per_pair(
     if opts.estimator == "expectation" and psi != "triplet" and opts.detach_weights:
         count = n_allowed.to(z3.dtype) if beta_f == 0.0 else None
         beta_arg: float | torch.Tensor = beta_f if beta_f is not None else beta_t[:, None]  # type: ignore[index]
-        out: torch.Tensor = _ExpectedPsi.apply(z3, rows, pair_flat, blocked, beta_arg, tau, shift, count)
+        out: torch.Tensor = _ExpectedPsi.apply(z3, rows, pair_flat, blocked, beta_arg, tau, shift, count, red)
         return out
     S = torch.bmm(z3, z3.transpose(1, 2)).view(N, B)
-    allowed = _allowed(blocked, N, B, z3.device)
     beta_w: float | torch.Tensor = beta_f if beta_f is not None else beta_t  # type: ignore[assignment]
     s_pos = S.reshape(-1).take(pair_flat)
     if opts.estimator == "expectation":
+        allowed = _allowed(blocked, N, B, z3.device)
         logq = _tilted_log_weights(S.detach() if opts.detach_weights else S, allowed, beta_w)
         if psi == "triplet":
             a = S / tau
             E = expected_hinge(torch.exp(logq), a, a - opts.margin)  # E[i, j]: threshold of pair (i, j)
-            return E.reshape(-1).take(pair_flat)
+            return _reduce(E.reshape(-1).take(pair_flat), red)
         # weights differentiated too: m_i = M_i / tau + LSE_n(log q_in + (S_in - M_i) / tau), M_i detached
         M = S.detach().masked_fill(~allowed, float("-inf")).amax(dim=1, keepdim=True)
         M = torch.where(torch.isfinite(M), M, torch.zeros_like(M))
         lse = torch.logsumexp(logq + (S - M) / tau, dim=1)
         x = (M.view(-1).take(rows) - s_pos) / tau + lse.take(rows) + shift
-        return F.softplus(x)
+        return _reduce(F.softplus(x), red)
     K = opts.num_negatives
     fill = _uniforms(K, generator, npos, R, B, z3.device)
-    with torch.no_grad():  # the law in float64: logq = tilted_log_weights(S.double(), allowed, beta)
-        beta64 = beta_w if isinstance(beta_w, float) else beta_w.to(torch.float64)
-        w = _tilted_log_weights(S.detach().to(torch.float64), allowed, beta64).exp_().mul_(B)
+    with torch.no_grad():
+        # The tilted law in float64: B softmax(beta S) over the allowed columns, the weights of the tables.
+        logits = (
+            S.detach()
+            .to(torch.float64, copy=True)
+            .mul_(beta_w if isinstance(beta_w, float) else beta_w[:, None])
+        )
+        if blocked is not None:
+            logits.view(-1).index_fill_(0, blocked, float("-inf"))
+        w = torch.softmax(logits, dim=1).mul_(B)
         idx, drawn = _draw_pairs(_alias_from_weights(w), rows, K, fill, S.detach().reshape(-1))
     if psi != "triplet":
         offset = -math.log(K) if psi == "mean" else 0.0
-        values: torch.Tensor = _SampledPsi.apply(S, drawn, idx, pair_flat, tau, offset)
+        values: torch.Tensor = _SampledPsi.apply(S, drawn, idx, pair_flat, tau, offset, red)
         return values
     t = S.reshape(-1).take(idx) - s_pos[:, None]  # (P, K) differences; no (P, K, d) tensor
-    return _apply_psi(t, psi, tau, opts.margin)
+    return _reduce(_apply_psi(t, psi, tau, opts.margin), red)
 
 
 def _uniforms(
@@ -435,23 +447,37 @@ def _uniforms(
     return _given_uniforms(u)
 
 
-def _reduce(
-    values: torch.Tensor, rows: torch.Tensor, npos: torch.Tensor, R: int, B: int, reduction: str, single: bool
-) -> torch.Tensor:
-    """Combine the per-pair values (docs/hcl.md#reductions); per-run sums accumulate in float64."""
+class _Reduction(NamedTuple):
+    """Per-pair weights of a reduction: the loss of run ``r`` is ``sum_{p in r} weight_p ell_p``."""
+
+    run: torch.Tensor  # (P,) run of each pair
+    weight: torch.Tensor  # (P,) in the dtype of the values
+    num_runs: int
+
+
+def _reduction(
+    reduction: str, rows: torch.Tensor, npos: torch.Tensor, R: int, B: int, dtype: torch.dtype
+) -> _Reduction | None:
+    """The weights of ``reduction`` (docs/hcl.md#reductions); ``None`` for ``"none"``."""
     if reduction == "none":
-        return values
+        return None
     run = rows // B
-    v = values.to(torch.float64)
-    if reduction == "anchor_mean":
-        per_anchor = npos.view(R, B)
-        anchors = (per_anchor > 0).sum(dim=1).to(torch.float64)
-        v = v / (npos.take(rows).to(torch.float64) * anchors.take(run))
-    total = torch.zeros(R, dtype=torch.float64, device=values.device).index_add(0, run, v)
-    if reduction == "mean":
-        total = total / npos.view(R, B).sum(dim=1).to(torch.float64)
-    out = total.to(values.dtype)
-    return out[0] if single else out
+    per_run = npos.view(R, B)
+    if reduction == "sum":
+        weight = torch.ones(rows.shape[0], dtype=torch.float64, device=rows.device)
+    elif reduction == "mean":
+        weight = (1.0 / per_run.sum(dim=1).to(torch.float64)).take(run)
+    else:  # anchor_mean: 1 / (positives of the anchor * anchors of the run with a positive)
+        anchors = (per_run > 0).sum(dim=1).to(torch.float64)
+        weight = 1.0 / (npos.take(rows).to(torch.float64) * anchors.take(run))
+    return _Reduction(run, weight.to(dtype), R)
+
+
+def _reduce(values: torch.Tensor, red: _Reduction | None) -> torch.Tensor:
+    """``sum_{p in r} weight_p ell_p`` per run, accumulated in float64; the values for ``None``."""
+    if red is None:
+        return values
+    return _weighted_sum(values, red)
 
 
 def two_view_contrastive_loss(z1: Any, z2: Any, labels: Any, **kwargs: Any) -> torch.Tensor:
