@@ -76,9 +76,10 @@ def loop_loss(
     groups = labels if groups is None else torch.as_tensor(groups)
     S = z @ z.T
     idx = torch.arange(B)
+    betas = [float(b) for b in beta] if isinstance(beta, Sequence | torch.Tensor) else [float(beta)] * B
     per_pair, per_anchor = [], []
     for i in range(B):
-        b = float(beta[i]) if isinstance(beta, Sequence | torch.Tensor) else float(beta)
+        b = betas[i]
         if setting == "supervised":
             neg_mask = labels != labels[i]
         else:
@@ -116,11 +117,12 @@ def loop_loss(
             if psi == "triplet":
                 vals = torch.relu(t + margin).mean(dim=1)
             elif psi == "mean":
-                vals = torch.log(1 + torch.exp(t).mean(dim=1))
+                vals = torch.log1p(torch.exp(t).mean(dim=1))
             else:
-                vals = torch.log(1 + torch.exp(t).sum(dim=1))
+                vals = torch.log1p(torch.exp(t).sum(dim=1))
         per_pair.append(vals)
-        per_anchor.append(vals.mean())
+        if reduction == "anchor_mean":
+            per_anchor.append(vals.mean())
     values = torch.cat(per_pair)
     if reduction == "none":
         return values
