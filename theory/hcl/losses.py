@@ -427,7 +427,7 @@ def _per_pair(
         offset = -math.log(K) if psi == "mean" else 0.0
         values: torch.Tensor = _SampledPsi.apply(S, drawn, idx, pair_flat, tau, offset, red)
         return values
-    t = S.reshape(-1).take(idx) - s_pos[:, None]  # (P, K) differences; no (P, K, d) tensor
+    t = S.reshape(-1).index_select(0, idx.view(-1)).view(idx.shape) - s_pos[:, None]  # no (P, K, d) tensor
     return _reduce(_apply_psi(t, psi, tau, opts.margin), red)
 
 

@@ -167,7 +167,8 @@ class AliasTable(NamedTuple):
     Attributes:
         key: ``(N * B,)`` float64, ``b + prob[i, b]`` at flat position ``i * B + b`` (the draw
             compares ``u B`` with it, which is ``f < prob[i, b]``).
-        alias: ``(N * B,)`` int64 flat index ``i * B + alias[i, b]`` of each bucket's alias.
+        alias: ``(N * B,)`` flat index ``i * B + alias[i, b]`` of each bucket's alias (int32 when
+            ``N B < 2^31``, else int64).
         num_columns: ``B``.
     """
 
@@ -226,7 +227,7 @@ def _alias_from_weights(w: torch.Tensor) -> AliasTable:
     slot = (count - (B + 1)).mul_(positive).add_(B)  # count - 1 for positive heavies, else B (unused)
     nxt = torch.full((N, B + 1), B, dtype=torch.long, device=device)
     nxt.scatter_(1, slot, torch.arange(B, device=device).expand(N, B))
-    heavy_alias = nxt.gather(1, count)
+    heavy_alias = torch.gather(nxt, 1, count, out=slot)  # reuses the buffer of slot
     col.sub_(heavy_alias).mul_(light).add_(heavy_alias)  # lights: searched, heavies: next positive
     beyond = col >= B  # rounding leftovers at the end of the sweep
     col.clamp_(max=B - 1)
@@ -238,7 +239,8 @@ def _alias_from_weights(w: torch.Tensor) -> AliasTable:
     col.sub_(fallback).mul_(~beyond).add_(fallback)  # leftovers go to the row's largest column
     prob.add_(torch.arange(B, dtype=w.dtype, device=device))
     col.add_(torch.arange(N, device=device)[:, None] * B)
-    return AliasTable(prob.view(-1), col.view(-1), B)
+    alias = col.view(-1).to(torch.int32) if N * B < 2**31 else col.view(-1)
+    return AliasTable(prob.view(-1), alias, B)
 
 
 #: Pairs per chunk of the CPU draw: its work buffers (about 1 MiB each at K = 256) stay in cache
@@ -272,23 +274,27 @@ def _draw_pairs(
     fill: UniformFill,
     values: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Alias draws for every pair: flat indices ``rows[p] * B + column`` ``(P, K)`` int64.
+    """Alias draws for every pair: flat indices ``rows[p] * B + column`` ``(P, K)``.
 
     If ``values`` (a flat tensor) is given, ``values[idx]`` is gathered in the same pass.
 
     Per draw: bucket ``b = floor(u B)``, then ``b`` itself if ``u B < b + prob[b]`` (the fraction
-    below ``prob[b]``), else its alias: a handful of passes, no search. On the CPU the pairs are
-    processed in chunks of :data:`DRAW_CHUNK_PAIRS` with reused work buffers.
+    below ``prob[b]``), else its alias: a handful of passes, no search. The indices are int32 when
+    ``N B < 2^31`` (half the memory traffic of int64; ``index_select`` and ``index_add_`` take
+    them), else int64. On the CPU the pairs are processed in chunks of :data:`DRAW_CHUNK_PAIRS`
+    with reused work buffers.
     """
     P, K, B = rows.shape[0], num_negatives, table.num_columns
     device = rows.device
-    idx = torch.empty(P, K, dtype=torch.long, device=device)
+    index_dtype = table.alias.dtype
+    alias_table_ = table.alias
+    idx = torch.empty(P, K, dtype=index_dtype, device=device)
     out = None if values is None else torch.empty(P, K, dtype=values.dtype, device=device)
     step = max(1, min(P, DRAW_CHUNK_PAIRS if device.type == "cpu" else P))
     u_buf = torch.empty(step, K, dtype=torch.float64, device=device)
     key_buf = torch.empty(step, K, dtype=torch.float64, device=device)
     keep_buf = torch.empty(step, K, dtype=torch.bool, device=device)
-    offsets = rows * B
+    offsets = (rows * B).to(index_dtype)
     for c0 in range(0, P, step):
         c1 = min(P, c0 + step)
         u, key, keep, flat = u_buf[: c1 - c0], key_buf[: c1 - c0], keep_buf[: c1 - c0], idx[c0:c1]
@@ -297,8 +303,8 @@ def _draw_pairs(
         flat.copy_(v).add_(offsets[c0:c1, None])  # floor (v >= 0)
         torch.index_select(table.key, 0, flat.view(-1), out=key.view(-1))
         torch.lt(v, key, out=keep)
-        alias = u.view(torch.long)  # reuses the buffer of u
-        torch.index_select(table.alias, 0, flat.view(-1), out=alias.view(-1))
+        alias = u.view(-1).view(index_dtype)[: flat.numel()].view(flat.shape)  # reuses the buffer of u
+        torch.index_select(alias_table_, 0, flat.view(-1), out=alias.view(-1))
         flat.sub_(alias).mul_(keep).add_(alias)  # exact integer select: b if keep else alias
         if out is not None and values is not None:
             torch.index_select(values, 0, flat.view(-1), out=out[c0:c1].view(-1))
@@ -360,7 +366,7 @@ def sample_negatives(
             if u.shape != (rows.shape[0], K):
                 raise ValueError(f"uniforms must have shape ({rows.shape[0]}, {K}), got {tuple(u.shape)}")
             fill = _given_uniforms(u)
-        idx, _ = _draw_pairs(alias_table(q), rows, K, fill)
+        idx = _draw_pairs(alias_table(q), rows, K, fill)[0].long()
         if not flat:
             idx = idx - rows[:, None] * logq.shape[1]
     return idx
