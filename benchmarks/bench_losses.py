@@ -17,6 +17,11 @@ the ratios against the targets (expectation <= 2.0x the floor, sampled >= 20x fa
 authors' loop structure), the load average of the machine before and after, and the memory
 autograd holds for backward (unique saved storages) at B/2, B and 2B. Exits with status 1 when a
 target is missed.
+
+``--samplers`` also times the ways of drawing the ``P x K`` negatives of the same batch (the
+sampled estimator's bottleneck): the alias method in use, the previous inverse-CDF sampler (one
+flat ``searchsorted``), ``torch.multinomial``, sorted uniforms with one sorted search, and a lower
+bound for multinomial counts per (pair, negative).
 """
 
 from __future__ import annotations
@@ -33,7 +38,8 @@ import torch
 
 from tests.reference import loop_loss
 from theory.geometry import normalize
-from theory.hcl import contrastive_loss
+from theory.hcl import alias_table, contrastive_loss, positive_pairs, tilted_log_weights
+from theory.hcl.sampling import _draw_pairs, _uniform_fill
 
 #: name -> (target ratio, description); "le": time / floor <= target, "ge": baseline / time >= target.
 TARGETS = {
@@ -108,6 +114,56 @@ def saved_memory(fn: Callable[[torch.Tensor], torch.Tensor], z: torch.Tensor) ->
     return sum(sizes), max(sizes)
 
 
+def time_samplers(B: int, d: int, C: int, K: int, beta: float, repeats: int) -> dict[str, float]:
+    """Median seconds of each way to draw K negatives for every (anchor, positive) pair."""
+    z, labels = make_batch(B, d, C)
+    rows = positive_pairs(labels).anchor
+    P = rows.numel()
+    S = (z @ z.T).double()
+    q = tilted_log_weights(S, labels[:, None] != labels[None, :], beta).exp()
+    gen = torch.Generator().manual_seed(0)
+    offsets = 2.0 * torch.arange(B, dtype=torch.float64)
+
+    def inverse_cdf() -> torch.Tensor:  # the previous sampler: one flat, row-offset CDF
+        cdf = q.cumsum(dim=1)
+        flat = (cdf + offsets[:, None]).reshape(-1)
+        u = torch.rand(P, K, generator=gen, dtype=torch.float64)
+        pos = torch.searchsorted(flat, torch.addcmul(offsets[rows][:, None], u, cdf[rows, -1:]), right=True)
+        last = (B - 1) - torch.argmax(torch.flip(q > 0, dims=[1]).to(torch.int8), dim=1)
+        return torch.minimum(pos, (torch.arange(B) * B + last)[rows][:, None])
+
+    def sorted_uniforms() -> torch.Tensor:  # K sorted uniforms per pair (exponential spacings)
+        e = torch.empty(P, K + 1, dtype=torch.float64).exponential_(generator=gen).cumsum_(dim=1)
+        cdf = q.cumsum(dim=1)
+        u = e[:, :K] / e[:, K:] * cdf[rows, -1:] + offsets[rows][:, None]
+        return torch.searchsorted((cdf + offsets[:, None]).reshape(-1), u, right=True)
+
+    counts = torch.full((P, B), float(K), dtype=torch.float64)
+    probs = q[rows]
+    fns: dict[str, Callable[[], object]] = {
+        "alias method (table + draws, in use)": lambda: _draw_pairs(
+            alias_table(q), rows, K, _uniform_fill(gen, z.device), S.float().reshape(-1)
+        ),
+        "  of which the alias tables": lambda: alias_table(q),
+        "  of which the float64 uniforms": lambda: torch.rand(P, K, generator=gen, dtype=torch.float64),
+        "inverse CDF, flat searchsorted (previous)": inverse_cdf,
+        "torch.multinomial on q[rows]": lambda: torch.multinomial(probs, K, replacement=True, generator=gen),
+        "sorted uniforms + one sorted searchsorted": sorted_uniforms,
+        "counts: one binomial per (pair, negative), lower bound": lambda: torch.binomial(
+            counts, probs, generator=gen
+        ),
+    }
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for fn in fns.values():
+        fn()
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+    return {name: statistics.median(v) for name, v in times.items()}
+
+
 def ratios(t: dict[str, float]) -> dict[str, float]:
     return {
         "expectation / floor": t["expectation"] / t["floor"],
@@ -130,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         "--loop-repeats", type=int, default=5, help="timed repeats of the loop baselines (default 5)"
     )
     p.add_argument("--no-memory", action="store_true", help="skip the memory measurements")
+    p.add_argument("--samplers", action="store_true", help="also time the ways of drawing the negatives")
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
     load0 = os.getloadavg()
@@ -157,6 +214,10 @@ def main(argv: list[str] | None = None) -> int:
         if not ok:
             missed.append(name)
     print(f"  load average after: {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f}")
+    if a.samplers:
+        print(f"\ndrawing K={a.negatives} negatives for every (anchor, positive) pair, median seconds")
+        for name, v in time_samplers(a.batch, a.dim, a.classes, a.negatives, a.beta, 7).items():
+            print(f"  {name:58s} {v * 1e3:9.2f} ms")
     if not a.no_memory:
         print("\nmemory held for backward (unique saved storages; MiB) and the largest saved tensor")
         for B in (a.batch // 2, a.batch, 2 * a.batch):
