@@ -65,7 +65,7 @@ class _ExpectedPsi(torch.autograd.Function):
         if blocked is not None:
             S.view(-1).index_fill_(0, blocked, float("-inf"))
         M = S.amax(dim=1, keepdim=True)
-        M = torch.where(torch.isfinite(M), M, torch.zeros_like(M))  # rows without any allowed column
+        M.nan_to_num_(neginf=0.0)  # rows without any allowed column: -inf -> 0
         D = S.sub_(M)
         c = beta + 1.0 / tau
         if count is not None:  # beta == 0: a_i = number of allowed negatives
@@ -78,7 +78,9 @@ class _ExpectedPsi(torch.autograd.Function):
         T = D.mul_(c).exp_() if not (isinstance(c, float) and c == 1.0) else D.exp_()
         b = T.sum(dim=1)
         x = (M.view(-1).take(pair_row) - s_pos) / tau + (torch.log(b) - log_a).take(pair_row) + shift
-        b_safe = torch.where(b > 0, b, torch.ones_like(b))
+        b_safe = b.clamp(
+            min=1.0
+        )  # b >= 1 wherever a column is allowed (the max gives exp(0)); 0 only for empty rows
         ctx.save_for_backward(z, T, b_safe, pair_row, pair_flat, torch.sigmoid(x))
         ctx.tau = tau
         ctx.red = red

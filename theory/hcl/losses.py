@@ -318,8 +318,11 @@ def _loss(
     pair_flat = rows * B + cols % B
     # The excluded negatives, as flat positions of the (N, B) similarity rows.
     if opts.setting == "supervised":
-        same = (rows, cols) if grp is None and opts.self_positive else _pair_list(by_label, True)[:2]
-        blocked: torch.Tensor | None = same[0] * B + same[1] % B
+        if grp is None and opts.self_positive:  # the excluded negatives are the pairs themselves
+            blocked: torch.Tensor | None = pair_flat
+        else:
+            same_rows, same_cols, _ = _pair_list(by_label, True)
+            blocked = same_rows * B + same_cols % B
         n_allowed = B - by_label.counts.take(by_label.ids)
     else:
         a = torch.arange(N, device=z3.device)
