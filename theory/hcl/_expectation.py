@@ -21,13 +21,21 @@ __all__: list[str] = []
 
 def _weighted_sum(values: torch.Tensor, red: Any) -> torch.Tensor:
     """Per-run ``sum_p weight_p values_p`` (a ``theory.hcl.losses._Reduction``), in float64."""
+    v = values.to(torch.float64)
+    if red.num_runs == 1:
+        return torch.dot(v, red.weight).view(1).to(values.dtype)
     total = torch.zeros(red.num_runs, dtype=torch.float64, device=values.device)
-    return total.index_add_(0, red.run, (values * red.weight).to(torch.float64)).to(values.dtype)
+    return total.index_add_(0, red.run, v.mul_(red.weight)).to(values.dtype)
 
 
 def _pair_grad(grad_out: torch.Tensor, red: Any) -> torch.Tensor:
-    """The gradient of each pair's value from that of the reduced loss (or per pair, ``red=None``)."""
-    return grad_out if red is None else grad_out.to(red.weight.dtype).take(red.run) * red.weight
+    """The gradient of each pair's value from that of the reduced loss (or per pair, ``red=None``).
+
+    A new tensor (the callers scale it in place).
+    """
+    if red is None:
+        return grad_out.clone()
+    return (grad_out.to(torch.float64).index_select(0, red.run) * red.weight).to(grad_out.dtype)
 
 
 class _ExpectedPsi(torch.autograd.Function):
@@ -61,7 +69,7 @@ class _ExpectedPsi(torch.autograd.Function):
     ) -> torch.Tensor:
         R, B, _ = z.shape
         S = torch.bmm(z, z.transpose(1, 2)).view(R * B, B)
-        s_pos = S.view(-1).take(pair_flat)
+        s_pos = S.view(-1).index_select(0, pair_flat)
         if blocked is not None:
             S.view(-1).index_fill_(0, blocked, float("-inf"))
         M = S.amax(dim=1, keepdim=True)
@@ -77,21 +85,28 @@ class _ExpectedPsi(torch.autograd.Function):
             log_a = torch.log(T1.sum(dim=1))
         T = D.mul_(c).exp_() if not (isinstance(c, float) and c == 1.0) else D.exp_()
         b = T.sum(dim=1)
-        x = (M.view(-1).take(pair_row) - s_pos) / tau + (torch.log(b) - log_a).take(pair_row) + shift
-        b_safe = b.clamp(
-            min=1.0
-        )  # b >= 1 wherever a column is allowed (the max gives exp(0)); 0 only for empty rows
-        ctx.save_for_backward(z, T, b_safe, pair_row, pair_flat, torch.sigmoid(x))
-        ctx.tau = tau
+        row_term = torch.log(b).sub_(log_a)  # log b_i - log a_i (+ shift): no large numbers
+        if shift:
+            row_term.add_(shift)
+        x = M.view(-1).index_select(0, pair_row).sub_(s_pos)  # M_i - S_ij, exact when close
+        if tau != 1.0:
+            x.div_(tau)
+        x.add_(row_term.index_select(0, pair_row))
+        b.clamp_(min=1.0)  # b >= 1 wherever a column is allowed (the max gives exp(0)); 0 only for empty rows
+        scaled_sigmoid = torch.sigmoid(x)
+        if tau != 1.0:
+            scaled_sigmoid.div_(tau)
+        ctx.save_for_backward(z, T, b, pair_row, pair_flat, scaled_sigmoid)
         ctx.red = red
-        return F.softplus(x) if red is None else _weighted_sum(F.softplus(x), red)
+        values = F.softplus(x)
+        return values if red is None else _weighted_sum(values, red)
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        z, T, b_safe, pair_row, pair_flat, sig = ctx.saved_tensors
+        z, T, b_safe, pair_row, pair_flat, scaled_sigmoid = ctx.saved_tensors
         R, B, _ = z.shape
-        gp = _pair_grad(grad_out, ctx.red) * sig / ctx.tau
+        gp = _pair_grad(grad_out, ctx.red).mul_(scaled_sigmoid)
         gm = torch.zeros_like(b_safe).index_add_(0, pair_row, gp)
         G = T * (gm / b_safe)[:, None]
         G.view(-1).index_add_(0, pair_flat, -gp)

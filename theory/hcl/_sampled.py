@@ -47,7 +47,7 @@ class _SampledPsi(torch.autograd.Function):
             e.mul_(1.0 / tau)
         e.exp_()
         total = e.sum(dim=1)
-        x = (m - flat.take(pair_flat)) / tau + torch.log(total) + offset
+        x = (m - flat.index_select(0, pair_flat)) / tau + torch.log(total) + offset
         ctx.save_for_backward(e, idx, total, pair_flat, torch.sigmoid(x))
         ctx.tau = tau
         ctx.shape = S.shape

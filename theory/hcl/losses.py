@@ -313,17 +313,19 @@ def _loss(
             "self_positive=False; the loss is undefined"
         )
     lab_flat = lab.reshape(-1)
-    if check and grp is not None and bool((lab_flat.take(rows) != lab_flat.take(cols)).any()):
-        raise ValueError("positive_groups must not put members with different labels in one group")
-    pair_flat = rows * B + cols % B
+    pair_flat = rows * B + cols  # cols: the positive's position within the run
+    if check and grp is not None:
+        same_run_cols = rows - rows % B + cols  # flat index of the positive
+        if bool((lab_flat.index_select(0, rows) != lab_flat.index_select(0, same_run_cols)).any()):
+            raise ValueError("positive_groups must not put members with different labels in one group")
     # The excluded negatives, as flat positions of the (N, B) similarity rows.
     if opts.setting == "supervised":
         if grp is None and opts.self_positive:  # the excluded negatives are the pairs themselves
             blocked: torch.Tensor | None = pair_flat
         else:
             same_rows, same_cols, _ = _pair_list(by_label, True)
-            blocked = same_rows * B + same_cols % B
-        n_allowed = B - by_label.counts.take(by_label.ids)
+            blocked = same_rows * B + same_cols
+        n_allowed = B - by_label.counts.index_select(0, by_label.ids)
     else:
         a = torch.arange(N, device=z3.device)
         blocked = None if opts.self_negative else a * B + a % B  # the anchors themselves
@@ -399,19 +401,19 @@ def _per_pair(
         return out
     S = torch.bmm(z3, z3.transpose(1, 2)).view(N, B)
     beta_w: float | torch.Tensor = beta_f if beta_f is not None else beta_t  # type: ignore[assignment]
-    s_pos = S.reshape(-1).take(pair_flat)
+    s_pos = S.reshape(-1).index_select(0, pair_flat)
     if opts.estimator == "expectation":
         allowed = _allowed(blocked, N, B, z3.device)
         logq = _tilted_log_weights(S.detach() if opts.detach_weights else S, allowed, beta_w)
         if psi == "triplet":
             a = S / tau
             E = expected_hinge(torch.exp(logq), a, a - opts.margin)  # E[i, j]: threshold of pair (i, j)
-            return _reduce(E.reshape(-1).take(pair_flat), red)
+            return _reduce(E.reshape(-1).index_select(0, pair_flat), red)
         # weights differentiated too: m_i = M_i / tau + LSE_n(log q_in + (S_in - M_i) / tau), M_i detached
         M = S.detach().masked_fill(~allowed, float("-inf")).amax(dim=1, keepdim=True)
         M = torch.where(torch.isfinite(M), M, torch.zeros_like(M))
         lse = torch.logsumexp(logq + (S - M) / tau, dim=1)
-        x = (M.view(-1).take(rows) - s_pos) / tau + lse.take(rows) + shift
+        x = (M.view(-1).index_select(0, rows) - s_pos) / tau + lse.index_select(0, rows) + shift
         return _reduce(F.softplus(x), red)
     K = opts.num_negatives
     fill = _uniforms(K, generator, npos, R, B, z3.device)
@@ -454,7 +456,7 @@ class _Reduction(NamedTuple):
     """Per-pair weights of a reduction: the loss of run ``r`` is ``sum_{p in r} weight_p ell_p``."""
 
     run: torch.Tensor  # (P,) run of each pair
-    weight: torch.Tensor  # (P,) in the dtype of the values
+    weight: torch.Tensor  # (P,) float64
     num_runs: int
 
 
@@ -469,11 +471,11 @@ def _reduction(
     if reduction == "sum":
         weight = torch.ones(rows.shape[0], dtype=torch.float64, device=rows.device)
     elif reduction == "mean":
-        weight = (1.0 / per_run.sum(dim=1).to(torch.float64)).take(run)
+        weight = (1.0 / per_run.sum(dim=1).to(torch.float64)).index_select(0, run)
     else:  # anchor_mean: 1 / (positives of the anchor * anchors of the run with a positive)
         anchors = (per_run > 0).sum(dim=1).to(torch.float64)
-        weight = 1.0 / (npos.take(rows).to(torch.float64) * anchors.take(run))
-    return _Reduction(run, weight.to(dtype), R)
+        weight = 1.0 / (npos.index_select(0, rows).to(torch.float64) * anchors.index_select(0, run))
+    return _Reduction(run, weight, R)
 
 
 def _reduce(values: torch.Tensor, red: _Reduction | None) -> torch.Tensor:

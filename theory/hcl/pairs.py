@@ -46,15 +46,17 @@ class _Groups(NamedTuple):
         ids: ``(N,)`` group id of each member, in ``[0, G)``; members of different runs never
             share an id.
         counts: ``(N,)`` size of group ``g`` at position ``g`` (zeros beyond ``G``).
-        order: ``(N,)`` members sorted by (run, key, index): group ``g`` occupies
-            ``order[starts[g] : starts[g] + counts[g]]``, in ascending member order.
-        rank: ``(N,)`` position of each member inside its group.
+        starts: ``(N,)`` first sorted position of group ``g`` at position ``g``.
+        order: ``(N,)`` members sorted by (run, key, index), as flat (run-major) indices: group
+            ``g`` occupies ``order[starts[g] : starts[g] + counts[g]]``, ascending.
+        local: ``order`` as positions within the run (``order mod B``).
     """
 
     ids: torch.Tensor
     counts: torch.Tensor
+    starts: torch.Tensor
     order: torch.Tensor
-    rank: torch.Tensor
+    local: torch.Tensor
 
 
 def _compact(keys: torch.Tensor) -> _Groups:
@@ -62,39 +64,40 @@ def _compact(keys: torch.Tensor) -> _Groups:
     R, B = keys.shape
     N = R * B
     device = keys.device
-    sorted_keys, order = torch.sort(keys, dim=1, stable=True)
+    sorted_keys, local = torch.sort(keys, dim=1, stable=True)
     new = torch.ones(R, B, dtype=torch.bool, device=device)
-    new[:, 1:] = sorted_keys[:, 1:] != sorted_keys[:, :-1]
-    gid_sorted = torch.cumsum(new.reshape(-1), 0) - 1  # runs start a new group: ids never cross runs
-    flat_order = (order + torch.arange(R, device=device)[:, None] * B).reshape(-1)
-    ids = torch.empty(N, dtype=torch.long, device=device)
-    ids[flat_order] = gid_sorted
-    counts = torch.zeros(N, dtype=torch.long, device=device)
-    counts.index_add_(0, gid_sorted, torch.ones_like(gid_sorted))
-    starts = torch.cumsum(counts, 0) - counts
-    rank = torch.empty(N, dtype=torch.long, device=device)
-    rank[flat_order] = torch.arange(N, device=device) - starts[gid_sorted]
-    return _Groups(ids, counts, flat_order, rank)
+    torch.ne(sorted_keys[:, 1:], sorted_keys[:, :-1], out=new[:, 1:])
+    gid_sorted = torch.cumsum(new.view(-1), 0).sub_(1)  # every run starts a new group: ids never cross runs
+    order = local.view(-1) if R == 1 else (local + torch.arange(R, device=device)[:, None] * B).view(-1)
+    ids = torch.empty(N, dtype=torch.long, device=device).index_put_((order,), gid_sorted)
+    one = torch.ones(1, dtype=torch.long, device=device).expand(N)
+    counts = torch.zeros(N, dtype=torch.long, device=device).index_add_(0, gid_sorted, one)
+    starts = torch.cumsum(counts, 0).sub_(counts)
+    return _Groups(ids, counts, starts, order, local.view(-1))
 
 
 def _pair_list(g: _Groups, self_positive: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(rows, cols, npos)``: flat anchor and flat positive of every pair, and positives per member.
+    """``(rows, cols, npos)``: the flat anchor and the positive (its position within the run) of
+    every pair, and the number of positives of each member.
 
     ``rows`` ascending, ``cols`` ascending within a row; ``self_positive=False`` skips the anchor's
     own position in its group (no mask, no second pass).
     """
     N = g.ids.numel()
     device = g.ids.device
-    size = g.counts[g.ids]
-    npos = size if self_positive else size - 1
-    rows = torch.repeat_interleave(torch.arange(N, device=device), npos)
-    first = torch.cumsum(npos, 0) - npos
-    offsets = torch.arange(rows.numel(), device=device) - first[rows]
+    npos = g.counts.index_select(0, g.ids)
     if not self_positive:
-        offsets = offsets + (offsets >= g.rank[rows]).long()
-    starts = torch.cumsum(g.counts, 0) - g.counts
-    cols = g.order[starts[g.ids[rows]] + offsets]
-    return rows, cols, npos
+        npos = npos - 1
+    rows = torch.repeat_interleave(torch.arange(N, device=device), npos)
+    # Pair k of anchor a reads the sorted position starts[ids[a]] + k (the k-th member of its group).
+    base = g.starts.index_select(0, g.ids).sub_(torch.cumsum(npos, 0).sub_(npos))
+    pos = base.index_select(0, rows).add_(torch.arange(rows.numel(), device=device))
+    if not self_positive:  # skip the anchor's own sorted position
+        own = torch.empty(N, dtype=torch.long, device=device).index_put_(
+            (g.order,), torch.arange(N, device=device)
+        )
+        pos = pos + (pos >= own.index_select(0, rows)).long()
+    return rows, g.local.index_select(0, pos), npos
 
 
 def positive_pairs(labels: Any, *, positive_groups: Any = None, self_positive: bool = True) -> Pairs:
@@ -134,4 +137,4 @@ def positive_pairs(labels: Any, *, positive_groups: Any = None, self_positive: b
     keys2 = keys.reshape(-1, keys.shape[-1])
     B = keys2.shape[1]
     rows, cols, _ = _pair_list(_compact(keys2), self_positive)
-    return Pairs(rows // B if B else rows, rows % B if B else rows, cols % B if B else cols)
+    return Pairs(rows // B if B else rows, rows % B if B else rows, cols)
