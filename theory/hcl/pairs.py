@@ -77,8 +77,7 @@ def _compact(keys: torch.Tensor) -> _Groups:
 
 
 def _pair_list(g: _Groups, self_positive: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(rows, cols, npos)``: the flat anchor and the positive (its position within the run) of
-    every pair, and the number of positives of each member.
+    """``(rows, cols, npos)``: the pairs (flat anchor, positive's position in the run), positives per member.
 
     ``rows`` ascending, ``cols`` ascending within a row; ``self_positive=False`` skips the anchor's
     own position in its group (no mask, no second pass).
