@@ -35,7 +35,9 @@ def _pair_grad(grad_out: torch.Tensor, red: Any) -> torch.Tensor:
     """
     if red is None:
         return grad_out.clone()
-    return (grad_out.to(torch.float64).index_select(0, red.run) * red.weight).to(grad_out.dtype)
+    run: torch.Tensor = red.run
+    weight: torch.Tensor = red.weight
+    return (grad_out.to(torch.float64).index_select(0, run) * weight).to(grad_out.dtype)
 
 
 class _ExpectedPsi(torch.autograd.Function):
