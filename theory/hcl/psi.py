@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from scipy.special import logsumexp
 
 from theory.options import HCL_TAU, MARGIN, PSI_FORMS
-from theory.validation import integer, one_of, real
+from theory.validation import as_float_tensor, integer, one_of, real
 
 __all__ = ["apply_psi", "Psi", "make_psi", "random_psi"]
 
@@ -36,9 +36,7 @@ _check_tau = functools.partial(real, "tau", lo=0.0, lo_open=True)
 _check_margin = functools.partial(real, "margin", lo=0.0)
 
 
-def apply_psi(
-    t: torch.Tensor, psi: str = "mean", *, tau: float = HCL_TAU, margin: float = MARGIN
-) -> torch.Tensor:
+def apply_psi(t: Any, psi: str = "mean", *, tau: float = HCL_TAU, margin: float = MARGIN) -> torch.Tensor:
     """The psi family applied to ``t / tau``, over the last axis (docs/hcl.md#the-psi-family).
 
     * ``"mean"``: ``log(1 + (1/K) sum_r exp(t_r / tau))`` (the authors' form);
@@ -66,9 +64,10 @@ def apply_psi(
     one_of("psi", psi, PSI_FORMS)
     tau = real("tau", tau, lo=0.0, lo_open=True)
     margin = real("margin", margin, lo=0.0, allow_inf=True)
-    if not isinstance(t, torch.Tensor) or t.dim() < 1 or t.shape[-1] < 1:
-        raise ValueError("t must be a tensor with a non-empty last axis (..., K)")
-    return _apply_psi(t, psi, tau, margin)
+    tt = as_float_tensor(t, "t")
+    if tt.dim() < 1 or tt.shape[-1] < 1:
+        raise ValueError(f"t must have a non-empty last axis (..., K), got shape {tuple(tt.shape)}")
+    return _apply_psi(tt, psi, tau, margin)
 
 
 def _apply_psi(t: torch.Tensor, psi: str, tau: float, margin: float) -> torch.Tensor:

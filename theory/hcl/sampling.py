@@ -23,7 +23,7 @@ Two estimators of the per-pair negative average ``E_{n ~ q_i}[g(S[i, n])]``
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 
@@ -75,7 +75,7 @@ def hardening(eta: str = "exponential", **params: float) -> Callable[[torch.Tens
     return lambda t: torch.where(t + shift > 0, torch.clamp(t + shift, min=0.0) ** power, torch.zeros_like(t))
 
 
-def tilted_log_weights(S: torch.Tensor, allowed: torch.Tensor, beta: float | torch.Tensor) -> torch.Tensor:
+def tilted_log_weights(S: Any, allowed: Any, beta: float | torch.Tensor) -> torch.Tensor:
     """Log of the exponentially tilted negative law, row-wise (docs/hcl.md#the-tilted-law).
 
     ``log q[i, n] = beta S[i, n] - logsumexp_{m allowed} beta S[i, m]`` for allowed ``n``, and
@@ -93,6 +93,8 @@ def tilted_log_weights(S: torch.Tensor, allowed: torch.Tensor, beta: float | tor
     Raises:
         ValueError: shapes differ, or ``beta`` is negative, non-finite or of the wrong shape.
     """
+    S = as_tensor(S, "S")
+    allowed = as_tensor(allowed, "allowed", device=S.device)
     if S.shape != allowed.shape or S.dim() != 2:
         raise ValueError(f"allowed must have the shape of S {tuple(S.shape)}, got {tuple(allowed.shape)}")
     beta_t = torch.as_tensor(beta, dtype=S.dtype, device=S.device)
@@ -126,36 +128,53 @@ def _tilted_log_weights(S: torch.Tensor, allowed: torch.Tensor, beta: float | to
     return logq.masked_fill_(~allowed, float("-inf"))
 
 
-def log_expected_exp(logq: torch.Tensor, S: torch.Tensor, tau: float) -> torch.Tensor:
-    """``m_i = log E_{n ~ q_i}[exp(S[i, n] / tau)]`` by log-sum-exp, shape ``(B,)``.
+def log_expected_exp(logq: Any, S: Any, tau: float) -> torch.Tensor:
+    """``m_i = log E_{n ~ q_i}[exp(S[i, n] / tau)]`` by log-sum-exp (docs/hcl.md#expectation-estimator).
 
-    Rows whose ``logq`` is all ``-inf`` give ``-inf``.
+    Args:
+        logq: ``(N, B)`` log-probabilities of the tilted law (``-inf`` = not allowed).
+        S: ``(N, B)`` similarities.
+        tau: temperature ``> 0``.
+
+    Returns:
+        ``(N,)``; rows whose ``logq`` is all ``-inf`` give ``-inf``.
     """
-    return torch.logsumexp(torch.add(logq, S, alpha=1.0 / tau), dim=1)
+    tau = real("tau", tau, lo=0.0, lo_open=True)
+    lq = as_tensor(logq, "logq")
+    return torch.logsumexp(torch.add(lq, as_tensor(S, "S", device=lq.device), alpha=1.0 / tau), dim=1)
 
 
-def expected_hinge(q: torch.Tensor, a: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+def expected_hinge(q: Any, a: Any, c: Any) -> torch.Tensor:
     """``E[i, j] = sum_n q[i, n] * max(0, a[i, n] - c[i, j])`` without a ``(B, B, B)`` tensor.
 
-    Sorts each row of ``a`` (over the support of ``q``), forms cumulative sums of ``q`` and ``q a``
-    in decreasing order of ``a`` and reads them at the number of entries above each threshold
+    The triplet form of the expectation estimator (docs/hcl.md#expectation-estimator). Sorts each
+    row of ``a`` (over the support of ``q``), forms cumulative sums of ``q`` and ``q a`` in
+    decreasing order of ``a`` and reads them at the number of entries above each threshold
     (``searchsorted``): ``E = sum_{a > c} q a - c sum_{a > c} q``. O(B^2 log B) time, O(B^2) memory,
     differentiable in ``q``, ``a`` and ``c``.
 
-    Shapes: ``q`` ``(B, B)`` non-negative (zero outside the support), ``a`` ``(B, B)``,
-    ``c`` ``(B, J)`` -> ``(B, J)``.
+    Args:
+        q: ``(N, B)`` non-negative weights (zero outside the support).
+        a: ``(N, B)`` values.
+        c: ``(N, J)`` thresholds.
+
+    Returns:
+        ``(N, J)``.
     """
-    support = q > 0
-    keys = torch.where(support, a, torch.full_like(a, float("-inf"))).detach()
+    qt = as_tensor(q, "q")
+    at = as_tensor(a, "a", device=qt.device)
+    ct = as_tensor(c, "c", device=qt.device)
+    support = qt > 0
+    keys = torch.where(support, at, torch.full_like(at, float("-inf"))).detach()
     order = torch.argsort(keys, dim=1, descending=True)
-    q_sorted = torch.gather(q, 1, order)
-    a_sorted = torch.gather(torch.where(support, a, torch.zeros_like(a)), 1, order)
+    q_sorted = torch.gather(qt, 1, order)
+    a_sorted = torch.gather(torch.where(support, at, torch.zeros_like(at)), 1, order)
     zeros = torch.zeros_like(q_sorted[:, :1])
     cum_q = torch.cat([zeros, torch.cumsum(q_sorted, dim=1)], dim=1)
     cum_qa = torch.cat([zeros, torch.cumsum(q_sorted * a_sorted, dim=1)], dim=1)
     ascending = torch.flip(torch.gather(keys, 1, order), dims=[1]).contiguous()
-    count = keys.shape[1] - torch.searchsorted(ascending, c.detach().contiguous(), right=True)
-    return torch.gather(cum_qa, 1, count) - c * torch.gather(cum_q, 1, count)
+    count = keys.shape[1] - torch.searchsorted(ascending, ct.detach().contiguous(), right=True)
+    return torch.gather(cum_qa, 1, count) - ct * torch.gather(cum_q, 1, count)
 
 
 class AliasTable(NamedTuple):
