@@ -21,7 +21,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from theory.hcl.losses import Generators, _loss, _options
+from theory.hcl._estimators import Generators
+from theory.hcl.losses import _loss, _options
 from theory.options import HCL_TAU, MARGIN, METHODS, NUM_NEGATIVES
 from theory.validation import real
 
