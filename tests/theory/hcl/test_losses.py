@@ -493,3 +493,26 @@ def test_sampled_draws_follow_the_tilted_law_in_the_loss(ball_batch):
             counts = np.bincount(d.reshape(-1).numpy(), minlength=10)
             assert counts[~neg.numpy()].sum() == 0
             assert chisquare(counts[neg.numpy()], w * counts.sum()).pvalue > 1e-4
+
+
+def test_retain_graph(ball_batch):
+    """The expectation estimator supports a second backward (retain_graph=True); the sampled one
+    reuses its saved buffers and raises instead of returning a wrong gradient."""
+    z0, labels = ball_batch(B=10, seed=2)
+    z = z0.clone().requires_grad_(True)
+    loss = contrastive_loss(z, labels, setting="supervised", beta=1.0)
+    loss.backward(retain_graph=True)
+    first = z.grad.clone()
+    loss.backward()
+    torch.testing.assert_close(z.grad, 2 * first)
+    loss = contrastive_loss(
+        z,
+        labels,
+        setting="supervised",
+        beta=1.0,
+        estimator="sampled",
+        generator=torch.Generator().manual_seed(0),
+    )
+    loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="backward can run only once"):
+        loss.backward()
