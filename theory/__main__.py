@@ -1,7 +1,7 @@
 """``python -m theory``: numerical, convex and symbolic verification of the theory claims.
 
-Prints one row per claim of spec/hcl.md (T1-T8) plus the WeiNCE Weibull top-1 law (W-law,
-spec/weince.md §1.3): what was checked, how many instances, the worst violation or error, and
+Prints one row per claim of docs/claims.md#theory-checks (T1-T8) plus the WeiNCE Weibull top-1
+law (W-law, docs/weince.md#the-w-law-check): what was checked, how many instances, the worst violation or error, and
 PASS/FAIL; then one line per sub-check. ``--json`` / ``--csv`` print the same records
 (:mod:`theory.claims`) instead. Exits with status 1 if any check fails.
 
@@ -24,7 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m theory",
         description=(
-            "Verify the theory claims T1-T8 of spec/hcl.md (Harris dominance, NC optimality of SCL/HSCL/UCL, "
+            "Verify the theory claims T1-T8 of docs/claims.md (Harris dominance, NC optimality of SCL/HSCL/UCL, "
             "the HUCL value at NC, batched versions) and the WeiNCE Weibull top-1 law, by exact enumeration, "
             "Monte Carlo with confidence intervals, cvxpy Gram programs and sympy. Prints one row per claim "
             "and exits with status 1 if any check fails."

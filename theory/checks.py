@@ -1,5 +1,6 @@
-"""Runner of the theory checks: every group of :mod:`theory.hcl.checks` and :mod:`theory.weince.checks`
-into one :class:`theory.claims.Claim` per check id (T1-T8, W-law).
+"""Runner of the theory checks: one :class:`theory.claims.Claim` per check id (T1-T8, W-law).
+
+Every group of :mod:`theory.hcl.checks` and :mod:`theory.weince.checks` reports into the claims.
 
 A group is ``(title, claim ids, check function)``; a check function appends ``(claim id, SubCheck)``
 pairs to a list. An exception inside a group becomes a FAIL sub-check of each of its claims (never a
@@ -81,7 +82,7 @@ def run_groups(
             subs.setdefault(cid, []).append(sub)
         if progress:
             print(f"  {title}: {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
-    setting = {"scale": "quick" if quick else "full", "seed": seed}
+    setting = {"scale": "quick" if quick else "full", "seed": str(seed)}
     cmd = command(quick, seed)
     claims = []
     for cid, ss in subs.items():
@@ -98,7 +99,7 @@ def run_checks(quick: bool = False, seed: int = 0, progress: bool = False) -> li
     A claim id of the catalogue's checks that no group reports on is a FAIL.
     """
     claims = {c.id: c for c in run_groups(GROUPS, quick=quick, seed=seed, progress=progress)}
-    setting = {"scale": "quick" if quick else "full", "seed": seed}
+    setting = {"scale": "quick" if quick else "full", "seed": str(seed)}
     for cid in CHECK_IDS:
         if cid not in claims:
             claims[cid] = Claim(

@@ -724,8 +724,9 @@ def to_csv(claims: Iterable[Claim], *, subchecks: bool = False) -> str:
 
 
 def format_table(claims: Iterable[Claim], *, subchecks: bool = True) -> str:
-    """Plain-text table: one row per claim (id, statement, checks, instances, worst, verdict),
-    then one line per sub-check when ``subchecks``.
+    """Plain-text table: one row per claim, then one line per sub-check when ``subchecks``.
+
+    The claim rows show id, statement, checks, instances, worst and verdict.
     """
     claims = list(claims)
     head = (
@@ -751,11 +752,11 @@ def format_table(claims: Iterable[Claim], *, subchecks: bool = True) -> str:
         lines += ["", "sub-checks:"]
         for c in claims:
             for s in c.subchecks:
-                e = s.evidence[0] if s.evidence else None
-                val = f"{e.label} {e.value:.2e}" if e is not None else ""
+                first = s.evidence[0] if s.evidence else None
+                val = f"{first.label} {first.value:.2e}" if first is not None else ""
                 tol = (
-                    f"tol {e.spread:.0e}"
-                    if e is not None and e.spread_kind == "tol" and e.spread is not None
+                    f"tol {first.spread:.0e}"
+                    if first is not None and first.spread_kind == "tol" and first.spread is not None
                     else ""
                 )
                 note = f"  [{s.note}]" if s.note else ""

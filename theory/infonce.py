@@ -1,6 +1,6 @@
 """Two-view InfoNCE (NT-Xent) and its candidate rows, shared by both papers.
 
-Notation (spec/weince.md §2.1, DESIGN.md): ``z1, z2`` ``(N, d)`` the two views; ``A = 2N``
+Notation (docs/weince.md#candidate-sets, docs/README.md#notation): ``z1, z2`` ``(N, d)`` the two views; ``A = 2N``
 anchors of ``z = cat(z1, z2)``; ``S`` ``(A, A)`` similarities; the positive of row ``i`` is
 column ``p(i) = (i + N) mod A``; ``cand`` ``(A, A - 1)`` holds ``[S[i, p(i)], S[i, negatives]]``
 with the ``A - 2`` negatives in ascending column order.
@@ -13,12 +13,14 @@ logits on the same :func:`two_view_candidates`, so with ``lambda = 0`` it equals
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 
+from theory.geometry import normalize as _normalize
 from theory.options import WEINCE_TAU
-from theory.validation import as_float_tensor, real
+from theory.validation import as_float_tensor, check_embeddings, real
 
 __all__ = ["two_view_candidates", "info_nce"]
 
@@ -37,44 +39,88 @@ def _candidate_index(N: int, device: torch.device) -> torch.Tensor:
 
 
 def two_view_candidates(
-    z1: torch.Tensor, z2: torch.Tensor, *, normalize: bool = True
+    z1: Any, z2: Any, *, normalize: bool = True, check_inputs: bool = True, scale: float = 1.0
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Similarities and per-anchor candidate rows of the two-view (NT-Xent) problem.
 
     ``z = cat(z1, z2)`` (``2N`` anchors), L2-normalised row-wise when ``normalize`` (cosine
-    similarity), ``S = z z^T``. Row ``i`` of ``cand`` is ``[S[i, p(i)], S[i, negatives]]`` with
-    ``p(i) = (i + N) mod 2N`` and the ``2N - 2`` negatives (all but ``i`` and ``p(i)``) in
-    ascending column order (spec/weince.md §2.1). Computed in float32 for half inputs.
+    similarity; ``F.normalize``, with the overflow-safe :func:`theory.geometry.normalize` for rows
+    whose norm overflows the dtype), ``S = z z^T``. Row ``i``
+    of ``cand`` is ``[S[i, p(i)], S[i, negatives]]`` with ``p(i) = (i + N) mod 2N`` and the
+    ``2N - 2`` negatives (all but ``i`` and ``p(i)``) in ascending column order
+    (docs/weince.md#candidate-sets). Computed in float32 for half inputs.
 
-    Shapes: ``z1, z2`` ``(N, d)`` -> ``S`` ``(2N, 2N)``, ``cand`` ``(2N, 2N - 1)``.
+    Args:
+        z1: first views ``(N, d)`` (tensor or numpy array, docs/README.md#conventions).
+        z2: second views ``(N, d)``.
+        normalize: cosine similarities (unit-sphere rows).
+        check_inputs: reject NaN / inf in the views, and views whose similarities (times
+            ``scale``) overflow when ``normalize=False`` (one host synchronisation).
+        scale: the factor a loss applies to the similarities (``1 / tau``), for that check.
+
+    Returns:
+        ``(S, cand)``.
+
+    Shape:
+        ``z1, z2`` ``(N, d)`` -> ``S`` ``(2N, 2N)``, ``cand`` ``(2N, 2N - 1)``.
+
+    Raises:
+        ValueError: shapes differ, ``N < 2``, or (``check_inputs``) non-finite or too large views.
     """
-    if not isinstance(z1, torch.Tensor) or not isinstance(z2, torch.Tensor):
-        raise ValueError("z1 and z2 must be torch tensors")
-    if z1.dim() != 2 or z1.shape != z2.shape:
+    a = as_float_tensor(z1, "z1")
+    b = as_float_tensor(z2, "z2")
+    if a.dim() != 2 or a.shape != b.shape:
         raise ValueError(
-            f"z1 and z2 must be 2-D with the same shape (N, d), got {tuple(z1.shape)} and {tuple(z2.shape)}"
+            f"z1 and z2 must be 2-D with the same shape (N, d), got {tuple(a.shape)} and {tuple(b.shape)}"
         )
-    N = z1.shape[0]
+    N = a.shape[0]
     if N < 2:
         raise ValueError(f"need N >= 2 pairs (at least one negative per anchor), got N={N}")
-    z = as_float_tensor(torch.cat([z1, z2]))
+    z = torch.cat([a, b.to(a.device, torch.promote_types(a.dtype, b.dtype))]).to(
+        torch.promote_types(a.dtype, b.dtype)
+    )
+    if check_inputs:
+        if normalize:
+            if not bool(torch.isfinite(z).all()):
+                raise ValueError("z1 and z2 must be finite (found NaN or inf)")
+        else:
+            check_embeddings(z, "z1/z2", scale=scale)
     if normalize:
-        z = F.normalize(z, dim=1, eps=1e-12)
+        # F.normalize (bit for bit what the WeiNCE label variant uses) for every row whose norm is
+        # representable; rows whose norm overflows the dtype are projected overflow-safely instead
+        # (theory.geometry.normalize), never turned into zero rows.
+        norms = torch.linalg.vector_norm(z.detach(), dim=1, keepdim=True)
+        z = torch.where(torch.isinf(norms), _normalize(z, "sphere"), F.normalize(z, dim=1, eps=1e-12))
     S = z @ z.T
     return S, torch.gather(S, 1, _candidate_index(N, z.device))
 
 
 def info_nce(
-    z1: torch.Tensor, z2: torch.Tensor, tau: float = WEINCE_TAU, *, normalize: bool = True
+    z1: Any, z2: Any, tau: float = WEINCE_TAU, *, normalize: bool = True, check_inputs: bool = True
 ) -> torch.Tensor:
     """Two-view InfoNCE / NT-Xent (SimCLR, Chen et al. 2020).
 
-    ``L = mean_i -log( exp(S[i,p(i)]/tau) / sum_{k != i} exp(S[i,k]/tau) )`` over the ``2N``
-    anchors of ``cat(z1, z2)``, cosine similarities when ``normalize``. Shapes ``(N, d)`` each ->
-    scalar. Equal, bit for bit, to WeiNCE with ``lambda = 0`` (both use
-    :func:`two_view_candidates`). ``tau`` defaults to :data:`theory.options.WEINCE_TAU`.
+    ``L = mean_i -log( exp(S[i,p(i)]/tau) / sum_{k != i} exp(S[i,k]/tau) )`` over the ``2N`` anchors
+    of ``cat(z1, z2)``, cosine similarities when ``normalize`` (docs/weince.md#infonce-as-a-choice-model).
+    Equal, bit for bit, to WeiNCE with ``lambda = 0`` (both use :func:`two_view_candidates`).
+
+    Args:
+        z1: first views ``(N, d)``.
+        z2: second views ``(N, d)``.
+        tau: temperature ``> 0`` (default :data:`theory.options.WEINCE_TAU`).
+        normalize: cosine similarities.
+        check_inputs: reject NaN / inf (and overflowing similarities without ``normalize``).
+
+    Returns:
+        The scalar loss.
+
+    Shape:
+        ``(N, d)`` each -> ``()``.
+
+    Raises:
+        ValueError: ``tau <= 0``, mismatched shapes, ``N < 2``, non-finite or too large views.
     """
     tau = real("tau", tau, lo=0.0, lo_open=True)
-    _, cand = two_view_candidates(z1, z2, normalize=normalize)
+    _, cand = two_view_candidates(z1, z2, normalize=normalize, check_inputs=check_inputs, scale=1.0 / tau)
     target = torch.zeros(cand.shape[0], dtype=torch.long, device=cand.device)
     return F.cross_entropy(cand / tau, target)

@@ -12,8 +12,8 @@ descriptive names, ``num_classes`` (the symbol ``C`` of the formulas) and ``num_
 normalisation ``normalization``.
 
 References:
-    Jiang, Nguyen, Aeron, Ishwar, TMLR 2025 (arXiv 2311.05139), §2 (losses, psi, hardening);
-    Erol et al., ICML 2026 (arXiv 2606.00262), §2 (WeiNCE, the released recipe).
+    Jiang, Nguyen, Aeron, Ishwar, TMLR 2025 (arXiv 2311.05139): docs/hcl.md (losses, psi, hardening);
+    Erol et al., ICML 2026 (arXiv 2606.00262): docs/weince.md (WeiNCE, the released recipe).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ __all__ = [
     "SETTINGS",
     "PSI_FORMS",
     "ESTIMATORS",
+    "REDUCTIONS",
     "NORMALIZATIONS",
     "HARDENINGS",
     "RECIPES",
@@ -41,7 +42,7 @@ __all__ = [
 #: HSCL) or ``"unsupervised"`` (the whole batch, class collisions included, UCL / HUCL).
 SETTINGS = ("supervised", "unsupervised")
 
-#: The psi family (spec/hcl.md §2.1), applied to ``t / tau``: ``"mean"`` (the authors' form)
+#: The psi family (docs/hcl.md#the-psi-family), applied to ``t / tau``: ``"mean"`` (the authors' form)
 #: ``log(1 + (1/K) sum exp)``, ``"sum"`` ``log(1 + sum exp)``, ``"triplet"`` the mean of hinges.
 PSI_FORMS = ("mean", "sum", "triplet")
 
@@ -49,15 +50,21 @@ PSI_FORMS = ("mean", "sum", "triplet")
 #: the authors' K draws with replacement per (anchor, positive) pair.
 ESTIMATORS = ("expectation", "sampled")
 
+#: How the batch losses combine their per-(anchor, positive)-pair values (docs/hcl.md#reductions):
+#: ``"mean"`` over the P pairs (the authors' normalisation, the default), ``"sum"``, ``"none"``
+#: (the P values, in pair order) and ``"anchor_mean"`` (each anchor's mean over its positives,
+#: then the mean over anchors: SupCon's normalisation, Khosla et al. 2020).
+REDUCTIONS = ("mean", "sum", "none", "anchor_mean")
+
 #: Row-wise normalisation of embeddings: identity, the authors' unit-ball projection
 #: ``z / max(1, ||z||)``, or the unit sphere ``z / ||z||``.
 NORMALIZATIONS = ("none", "ball", "sphere")
 
-#: Hardening functions eta (spec/hcl.md §2.2): ``exp(beta t)``, a step, a shifted power.
+#: Hardening functions eta (docs/hcl.md#hardening-functions): ``exp(beta t)``, a step, a shifted power.
 HARDENINGS = ("exponential", "step", "polynomial")
 
 #: WeiNCE recipes: ``"core"`` (the paper's loss) or ``"released"`` (plus the released code's
-#: auxiliary Weibit / Plackett-Luce terms, spec/weince.md §2.8).
+#: auxiliary Weibit / Plackett-Luce terms, docs/weince.md#core-and-released-recipes).
 RECIPES = ("core", "released")
 
 

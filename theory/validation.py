@@ -12,6 +12,14 @@ tensors and integer label vectors::
     z = as_float_tensor(z)                             # floating tensor, >= float32
     labels = as_labels(labels, B, z.device)            # (B,) int64 in [0, num_classes)
     y = as_finite_1d("y", y)                           # float64 numpy (n,), finite, non-empty
+    x = as_tensor(x, "x", device=z.device)             # the input rule below
+    check_embeddings(z, scale=1 / tau)                 # finite, similarities cannot overflow
+
+The input rule for tensor arguments (docs/README.md#conventions), implemented once in
+:func:`as_tensor`: torch tensors, numpy arrays (converted with ``torch.as_tensor``, without a
+copy) and nested Python sequences of numbers are accepted; results live on the device of the main
+tensor argument (``z``), and the other tensor arguments are moved there; meta tensors (which hold
+no data to validate) and complex tensors are rejected with a ``ValueError`` naming the argument.
 
 Messages read ``"<name> must be <condition>, got <value>"``, e.g. ``"tau must be > 0, got 0"``,
 ``"eps must be in (0, 0.5], got 0.7"``, ``"tau must be a finite real number, got inf"``,
@@ -29,10 +37,22 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["real", "integer", "one_of", "as_float_tensor", "as_labels", "as_finite_1d"]
+__all__ = [
+    "real",
+    "integer",
+    "one_of",
+    "as_float_tensor",
+    "as_labels",
+    "as_finite_1d",
+    "as_tensor",
+    "integer_tensor",
+    "check_label_range",
+    "check_embeddings",
+    "floating_dtype",
+]
 
 
-def _interval(lo, lo_open: bool, hi, hi_open: bool) -> str:
+def _interval(lo: float | None, lo_open: bool, hi: float | None, hi_open: bool) -> str:
     """Human-readable range: ``"> 0"``, ``"<= 1"`` or ``"in [0, 1)"``; empty without bounds."""
     if lo is not None and hi is not None:
         return f"in {'(' if lo_open else '['}{lo}, {hi}{')' if hi_open else ']'}"
@@ -45,7 +65,7 @@ def _interval(lo, lo_open: bool, hi, hi_open: bool) -> str:
 
 def real(
     name: str,
-    value,
+    value: Any,
     *,
     lo: float | None = None,
     lo_open: bool = False,
@@ -95,7 +115,7 @@ def real(
     return v
 
 
-def integer(name: str, value, *, lo: int | None = None, hi: int | None = None) -> int:
+def integer(name: str, value: Any, *, lo: int | None = None, hi: int | None = None) -> int:
     """Validate an integer scalar and return it as a Python ``int``.
 
     Accepts Python ints and any ``numbers.Integral`` (numpy integers included); rejects ``bool``,
@@ -124,9 +144,10 @@ def integer(name: str, value, *, lo: int | None = None, hi: int | None = None) -
     return v
 
 
-def one_of(name: str, value: Any, options: Collection) -> Any:
-    """Validate an option literal: ``value`` must be one of ``options`` (a :mod:`theory.options`
-    tuple or table).
+def one_of(name: str, value: Any, options: Collection[Any]) -> Any:
+    """Validate an option literal: ``value`` must be one of ``options``.
+
+    ``options`` is a :mod:`theory.options` tuple or table.
 
     Returns:
         ``value`` unchanged.
@@ -143,55 +164,58 @@ def one_of(name: str, value: Any, options: Collection) -> Any:
     return value
 
 
-def as_float_tensor(z, name: str = "z", min_dtype: torch.dtype = torch.float32) -> torch.Tensor:
+def as_float_tensor(z: Any, name: str = "z", min_dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """Return ``z`` as a floating torch tensor of at least ``min_dtype`` precision.
 
-    Half-precision inputs (float16, bfloat16) are promoted to float32 so statistics are never
-    computed in 16 bits; float64 stays float64; integer and bool inputs become the default float
-    dtype. numpy arrays are converted without copying where possible.
+    The input rule of :func:`as_tensor` (tensors, numpy arrays without a copy, sequences; meta
+    and complex tensors rejected), then: half-precision inputs (float16, bfloat16) are promoted to
+    float32 so statistics are never computed in 16 bits; float64 stays float64; integer and bool
+    inputs are promoted to the default floating dtype (``torch.get_default_dtype()``).
 
     Raises:
-        ValueError: ``z`` cannot be converted to a tensor, or is complex.
+        ValueError: ``z`` cannot be converted to a tensor, is on the meta device, or is complex.
     """
-    if not isinstance(z, torch.Tensor):
-        try:
-            z = torch.as_tensor(z)
-        except Exception as exc:  # pragma: no cover - defensive
-            raise ValueError(f"{name} must be a tensor or array, got {type(z).__name__}") from exc
-    if z.is_complex():
-        raise ValueError(f"{name} must be real, got dtype {z.dtype}")
-    if not z.is_floating_point():
-        z = z.to(torch.get_default_dtype())
-    if z.dtype in (torch.float16, torch.bfloat16) or (
-        z.dtype == torch.float32 and min_dtype == torch.float64
+    t = as_tensor(z, name)
+    if not t.is_floating_point():
+        t = t.to(torch.get_default_dtype())
+    if t.dtype in (torch.float16, torch.bfloat16) or (
+        t.dtype == torch.float32 and min_dtype == torch.float64
     ):
-        z = z.to(min_dtype)
-    return z
+        t = t.to(min_dtype)
+    return t
 
 
-def as_labels(labels, B: int, device, num_classes: int | None = None) -> torch.Tensor:
+def as_labels(
+    labels: Any,
+    B: int,
+    device: torch.device | str | None,
+    num_classes: int | None = None,
+    *,
+    name: str = "labels",
+    check: bool = True,
+) -> torch.Tensor:
     """Integer labels of a batch of ``B`` embeddings as an int64 tensor on ``device``.
+
+    The input rule of :func:`as_tensor`; then the shape and dtype checks (no data read) and, with
+    ``check=True``, the value checks (``>= 0``, ``< num_classes``), which read the data (one
+    host synchronisation for device tensors).
 
     Shapes: ``labels`` ``(B,)`` -> ``(B,)`` int64.
 
     Raises:
         ValueError: wrong shape, a non-integer dtype, a negative label, or a label
-            ``>= num_classes`` when ``num_classes`` is given.
+            ``>= num_classes`` when ``num_classes`` is given; the message names ``name``.
     """
-    labels = torch.as_tensor(labels, device=device)
-    if labels.dim() != 1 or labels.shape[0] != B:
-        raise ValueError(f"labels must have shape ({B},) to match z, got {tuple(labels.shape)}")
-    if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:
-        raise ValueError(f"labels must be integers, got dtype {labels.dtype}")
-    labels = labels.long()
-    if B and int(labels.min()) < 0:
-        raise ValueError(f"labels must be >= 0, got min {int(labels.min())}")
-    if num_classes is not None and B and int(labels.max()) >= num_classes:
-        raise ValueError(f"labels must lie in [0, num_classes={num_classes}), got max {int(labels.max())}")
-    return labels
+    t = as_tensor(labels, name, device=device)
+    if t.dim() != 1 or t.shape[0] != B:
+        raise ValueError(f"{name} must have shape ({B},) to match z, got {tuple(t.shape)}")
+    t = integer_tensor(t, name)
+    if check:
+        check_label_range(t, name, num_classes)
+    return t
 
 
-def as_finite_1d(name: str, x) -> np.ndarray:
+def as_finite_1d(name: str, x: Any) -> np.ndarray:
     """``x`` (tensor, array or sequence, any shape) flattened to a finite float64 numpy array.
 
     Raises:
@@ -205,3 +229,122 @@ def as_finite_1d(name: str, x) -> np.ndarray:
     if not np.all(np.isfinite(a)):
         raise ValueError(f"{name} must be finite (found NaN or inf)")
     return a
+
+
+# ---------------------------------------------------------------------------------------------
+# the input rule for tensor arguments, and the data checks of embeddings and labels
+
+
+def as_tensor(x: Any, name: str, *, device: torch.device | str | None = None) -> torch.Tensor:
+    """Apply the project's input rule to a tensor argument (docs/README.md#conventions).
+
+    * ``torch.Tensor``: used as is (moved to ``device`` if given);
+    * ``numpy.ndarray``: converted with ``torch.as_tensor`` (no copy on the CPU);
+    * nested Python sequences and numbers: ``torch.as_tensor``.
+
+    Meta tensors are rejected (they hold no data, so no value check could run), and so are complex
+    tensors. The dtype is left unchanged (see :func:`as_float_tensor`, :func:`integer_tensor`).
+
+    Args:
+        x: the argument.
+        name: its name, for the error messages.
+        device: where the result must live (the device of ``z``), or ``None`` to keep it.
+
+    Returns:
+        ``x`` as a tensor on ``device``.
+
+    Raises:
+        ValueError: ``x`` is not convertible to a tensor, is on the meta device, or is complex.
+    """
+    if isinstance(x, torch.Tensor):
+        t = x
+    else:
+        if isinstance(x, np.ndarray) and x.dtype.kind not in "biufc":
+            raise ValueError(f"{name} must be a numeric array, got numpy dtype {x.dtype}")
+        try:
+            t = torch.as_tensor(x)
+        except (TypeError, ValueError, RuntimeError) as exc:
+            raise ValueError(
+                f"{name} must be a torch tensor, a numpy array or a sequence of numbers, got {type(x).__name__}"
+            ) from exc
+    if t.is_meta:
+        raise ValueError(
+            f"{name} must hold data: meta tensors are not accepted (got a tensor on the meta device)"
+        )
+    if t.is_complex():
+        raise ValueError(f"{name} must be real, got dtype {t.dtype}")
+    if device is not None and t.device != torch.device(device):
+        t = t.to(device)
+    return t
+
+
+def integer_tensor(x: torch.Tensor, name: str) -> torch.Tensor:
+    """``x`` as int64 after checking that its dtype is an integer type (bool rejected).
+
+    Raises:
+        ValueError: ``x`` has a floating, complex or bool dtype.
+    """
+    if x.is_floating_point() or x.is_complex() or x.dtype == torch.bool:
+        raise ValueError(f"{name} must be integers, got dtype {x.dtype}")
+    return x.long()
+
+
+def check_label_range(labels: torch.Tensor, name: str = "labels", num_classes: int | None = None) -> None:
+    """Data check of integer labels: ``>= 0`` and, if ``num_classes`` is given, ``< num_classes``.
+
+    Reads the data (one host synchronisation for device tensors).
+
+    Raises:
+        ValueError: a negative label or a label ``>= num_classes``; the message names ``name``.
+    """
+    if labels.numel() == 0:
+        return
+    lo, hi = (int(v) for v in torch.stack([labels.min(), labels.max()]).tolist())
+    if lo < 0:
+        raise ValueError(f"{name} must be >= 0, got min {lo}")
+    if num_classes is not None and hi >= num_classes:
+        raise ValueError(f"{name} must lie in [0, num_classes={num_classes}), got max {hi}")
+
+
+def floating_dtype(dtype: Any, name: str = "dtype") -> torch.dtype:
+    """Validate a floating ``torch.dtype`` argument (float16, bfloat16, float32, float64).
+
+    Raises:
+        ValueError: ``dtype`` is not a torch dtype or not a floating one (e.g. ``torch.int64``).
+    """
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise ValueError(f"{name} must be a floating torch dtype, got {dtype!r}")
+    return dtype
+
+
+def check_embeddings(z: torch.Tensor, name: str = "z", *, scale: float = 1.0) -> None:
+    """Data check of embeddings whose similarities ``z_i . z_n`` a loss will form.
+
+    One fused pass: the largest row norm, computed in float64 (so it cannot overflow for float32
+    or half inputs), read on the host once. Raises if ``z`` holds NaN or inf, or if the scaled
+    similarity differences ``scale * (z_i.z_n - z_i.z_m)`` (at most ``2 scale max_i ||z_i||^2``)
+    could overflow the dtype of ``z`` (float32 for half inputs): a loss computed from them would
+    be inf or NaN. ``scale`` is the largest factor the loss applies to similarities, e.g.
+    ``1 / tau``.
+
+    Args:
+        z: embeddings ``(..., d)`` (already promoted to the compute dtype).
+        name: the argument name for the messages.
+        scale: the factor the loss applies to similarity differences (``>= 1`` is assumed safe
+            to use as is; smaller values are raised to 1).
+
+    Raises:
+        ValueError: ``z`` holds NaN or inf, or its norms are too large for its dtype (the message
+            gives the largest squared norm and the remedy).
+    """
+    if z.numel() == 0:
+        return
+    top = float(torch.linalg.vector_norm(z.detach(), dim=-1, dtype=torch.float64).amax())
+    if not math.isfinite(top) and not bool(torch.isfinite(z).all()):
+        raise ValueError(f"{name} must be finite (found NaN or inf)")
+    limit = torch.finfo(z.dtype).max / 16.0
+    if not math.isfinite(top) or 2.0 * max(1.0, scale) * top * top > limit:
+        raise ValueError(
+            f"{name} is too large for {z.dtype}: max ||{name}_i||^2 = {top * top:.3g}, so the similarities "
+            f"(times {max(1.0, scale):.3g}) overflow; normalise {name} (theory.geometry.normalize) or pass float64"
+        )

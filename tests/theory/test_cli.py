@@ -31,6 +31,7 @@ def _run(*args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_cli_quick_passes():
     proc = _run("--quick", "--seed", "3")
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -114,6 +115,7 @@ def test_cli_json_and_csv_in_process(monkeypatch, capsys):
     assert (frame["command"] == "python -m theory --quick --seed 2").all()
 
 
+@pytest.mark.slow
 def test_cli_json_of_the_real_checks():
     proc = _run("--quick", "--json")
     assert proc.returncode == 0, proc.stderr

@@ -98,3 +98,87 @@ def test_normalize_half_precision_zero_and_tiny_rows(dtype):
     sphere = normalize(z, "sphere").float()
     torch.testing.assert_close(sphere[1:].norm(dim=1), torch.ones(2), atol=1e-2, rtol=0)
     assert torch.equal(sphere[0], torch.zeros(2))
+
+
+# ---------------------------------------------------------------------------------------------
+# sound inputs: integer promotion, overflow- and underflow-safe norms, NaN rows, sizes and dtypes
+def test_integer_input_is_promoted_not_truncated():
+    out = normalize(torch.tensor([[3, 4]]), "sphere")
+    assert out.dtype == torch.get_default_dtype()
+    torch.testing.assert_close(out, torch.tensor([[0.6, 0.8]]))
+    torch.testing.assert_close(normalize(torch.tensor([[3, 4]]), "ball"), torch.tensor([[0.6, 0.8]]))
+    assert normalize(torch.tensor([[3, 4]]), "none").dtype == torch.get_default_dtype()
+
+
+ROWS = {
+    # name: (row, expected sphere row)
+    "overflow": ([3e20, 4e20, 0.0], [0.6, 0.8, 0.0]),
+    "near max": ([3e38, 3e38, 0.0], [math.sqrt(0.5), math.sqrt(0.5), 0.0]),
+    "underflow": ([3e-30, 4e-30, 0.0], [0.6, 0.8, 0.0]),
+    "denormal": ([1e-44, 0.0, 0.0], [1.0, 0.0, 0.0]),
+}
+
+
+@pytest.mark.parametrize("name", list(ROWS))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_sphere_norm_without_overflow_or_underflow(name, dtype):
+    row, want = ROWS[name]
+    z = torch.tensor([row, [1.0, 2.0, 2.0]], dtype=dtype)
+    out = normalize(z, "sphere")
+    torch.testing.assert_close(out[0], torch.tensor(want, dtype=dtype), rtol=1e-6, atol=1e-7)
+    torch.testing.assert_close(out[1], torch.tensor([1 / 3, 2 / 3, 2 / 3], dtype=dtype))
+    ball = normalize(z, "ball")
+    if name in ("overflow", "near max"):
+        torch.testing.assert_close(ball[0], torch.tensor(want, dtype=dtype), rtol=1e-6, atol=1e-7)
+    else:  # inside the ball: unchanged
+        assert torch.equal(ball[0], z[0])
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+def test_nonfinite_rows_never_become_zero_rows(value):
+    z = torch.tensor([[value, 1.0], [3.0, 4.0], [0.0, 0.0]])
+    sphere = normalize(z, "sphere")
+    assert torch.isnan(sphere[0]).all()
+    assert not torch.isfinite(normalize(z, "ball")[0]).all()
+    torch.testing.assert_close(sphere[1], torch.tensor([0.6, 0.8]))
+    assert torch.equal(sphere[2], torch.zeros(2))  # the exact-zero row stays zero
+
+
+def test_normalize_gradient_is_that_of_z_over_its_norm():
+    g = torch.Generator().manual_seed(3)
+    z0 = torch.randn(6, 4, generator=g, dtype=torch.float64) * 3
+    w = torch.randn(6, 4, generator=g, dtype=torch.float64)
+    for normalization in ["sphere", "ball"]:
+        z1, z2 = z0.clone().requires_grad_(True), z0.clone().requires_grad_(True)
+        (normalize(z1, normalization) * w).sum().backward()
+        n = z2.norm(dim=1, keepdim=True)
+        ref = z2 / (n if normalization == "sphere" else n.clamp(min=1.0))
+        (ref * w).sum().backward()
+        torch.testing.assert_close(z1.grad, z2.grad, atol=1e-14, rtol=1e-12)
+
+
+def test_normalize_accepts_numpy():
+    import numpy as np
+
+    out = normalize(np.array([[3.0, 4.0]]), "sphere")
+    assert isinstance(out, torch.Tensor) and out.dtype == torch.float64
+    torch.testing.assert_close(out, torch.tensor([[0.6, 0.8]], dtype=torch.float64))
+
+
+def test_simplex_etf_sizes_and_dtypes():
+    import numpy as np
+
+    v = simplex_etf(np.int64(4), np.int32(3))
+    torch.testing.assert_close(v, simplex_etf(4, 3))
+    assert etf_gram(np.int64(5)).shape == (5, 5)
+    for bad in [torch.int64, torch.bool, "float64", None]:
+        with pytest.raises(ValueError, match=r"^dtype must be a floating torch dtype"):
+            simplex_etf(4, 3, dtype=bad)
+        with pytest.raises(ValueError, match=r"^dtype must be a floating torch dtype"):
+            etf_gram(4, dtype=bad)
+    for bad in [4.0, True, np.float64(4)]:
+        with pytest.raises(ValueError, match="num_classes must be an integer >= 2"):
+            simplex_etf(bad, 3)
+    with pytest.raises(ValueError, match="d must be an integer"):
+        simplex_etf(4, 3.0)
+    assert simplex_etf(4, 3, dtype=torch.float32).dtype == torch.float32

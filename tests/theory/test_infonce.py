@@ -51,3 +51,24 @@ def test_info_nce_validation():
         info_nce(torch.ones(1, 2), torch.ones(1, 2))
     with pytest.raises(ValueError, match="same shape"):
         info_nce(torch.ones(3, 2), torch.ones(4, 2))
+
+
+def test_info_nce_inputs():
+    g = torch.Generator().manual_seed(0)
+    z1, z2 = (
+        torch.randn(4, 3, generator=g, dtype=torch.float64),
+        torch.randn(4, 3, generator=g, dtype=torch.float64),
+    )
+    assert torch.equal(info_nce(z1.numpy(), z2.numpy()), info_nce(z1, z2))
+    # rows whose norm overflows float32 are normalised, not zeroed
+    big = (z1 * 1e20).float()
+    torch.testing.assert_close(info_nce(big, z2.float()), info_nce(z1.float(), z2.float()))
+    with pytest.raises(ValueError, match="z1/z2 is too large"):
+        info_nce(big, z2.float(), normalize=False)
+    bad = z1.clone()
+    bad[0, 0] = float("nan")
+    with pytest.raises(ValueError, match="must be finite"):
+        info_nce(bad, z2)
+    assert torch.isnan(info_nce(bad, z2, check_inputs=False))
+    with pytest.raises(ValueError, match="^z1 must hold data"):
+        info_nce(z1.to("meta"), z2)

@@ -183,3 +183,113 @@ def test_modules_share_the_messages():
 def test_real_rejects_bool_and_strings(bad):
     with pytest.raises(ValueError, match="tau must be a real number"):
         real("tau", bad)
+
+
+# ---------------------------------------------------------------------------------------------
+# the input rule for tensor arguments (docs/README.md#conventions)
+from theory.validation import (  # noqa: E402
+    as_float_tensor,
+    as_labels,
+    as_tensor,
+    check_embeddings,
+    check_label_range,
+    floating_dtype,
+    integer_tensor,
+)
+
+ACCEPTED = {
+    "tensor": lambda: torch.arange(6.0).reshape(2, 3),
+    "numpy": lambda: np.arange(6.0).reshape(2, 3),
+    "list": lambda: [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]],
+    "int numpy": lambda: np.arange(6).reshape(2, 3),
+}
+
+
+@pytest.mark.parametrize("kind", list(ACCEPTED))
+def test_as_tensor_accepts(kind):
+    x = ACCEPTED[kind]()
+    t = as_tensor(x, "x")
+    assert isinstance(t, torch.Tensor) and t.shape == (2, 3)
+    assert torch.equal(t.double(), torch.arange(6.0, dtype=torch.float64).reshape(2, 3))
+
+
+def test_as_tensor_shares_numpy_memory():
+    a = np.zeros(4)
+    t = as_tensor(a, "x")
+    a[0] = 5.0
+    assert t[0].item() == 5.0  # converted without a copy
+
+
+REJECTED = {
+    "meta": (lambda: torch.zeros(3, device="meta"), r"^x must hold data: meta tensors are not accepted"),
+    "complex": (
+        lambda: torch.zeros(3, dtype=torch.complex64),
+        r"^x must be real, got dtype torch.complex64$",
+    ),
+    "complex numpy": (lambda: np.zeros(3, dtype=complex), r"^x must be real"),
+    "object numpy": (lambda: np.array(["a", "b"]), r"^x must be a numeric array, got numpy dtype"),
+    "string": (lambda: "abc", r"^x must be a torch tensor, a numpy array or a sequence of numbers, got str$"),
+    "ragged": (lambda: [[1.0], [1.0, 2.0]], r"^x must be a torch tensor, a numpy array or a sequence"),
+    "none": (lambda: None, r"^x must be a torch tensor"),
+}
+
+
+@pytest.mark.parametrize("kind", list(REJECTED))
+def test_as_tensor_rejects_naming_the_argument(kind):
+    make, match = REJECTED[kind]
+    with pytest.raises(ValueError, match=match):
+        as_tensor(make(), "x")
+
+
+def test_as_float_tensor_promotions():
+    assert as_float_tensor(torch.tensor([1, 2])).dtype == torch.get_default_dtype()
+    assert as_float_tensor(torch.tensor([True])).dtype == torch.get_default_dtype()
+    assert as_float_tensor(torch.ones(2, dtype=torch.bfloat16)).dtype == torch.float32
+    assert as_float_tensor(torch.ones(2, dtype=torch.float16)).dtype == torch.float32
+    assert as_float_tensor(torch.ones(2, dtype=torch.float64)).dtype == torch.float64
+    assert as_float_tensor(torch.ones(2), min_dtype=torch.float64).dtype == torch.float64
+    with pytest.raises(ValueError, match="^w must hold data"):
+        as_float_tensor(torch.ones(2, device="meta"), "w")
+
+
+def test_integer_tensor_and_label_checks():
+    assert integer_tensor(torch.tensor([1, 2], dtype=torch.int8), "y").dtype == torch.int64
+    for bad in [torch.tensor([1.0]), torch.tensor([True]), torch.tensor([1j])]:
+        with pytest.raises(ValueError, match="^y must be integers"):
+            integer_tensor(bad, "y")
+    check_label_range(torch.tensor([0, 4]), "y", 5)
+    check_label_range(torch.zeros(0, dtype=torch.long), "y", 1)
+    with pytest.raises(ValueError, match=r"^y must be >= 0, got min -3$"):
+        check_label_range(torch.tensor([0, -3]), "y")
+    with pytest.raises(ValueError, match=r"^y must lie in \[0, num_classes=4\), got max 4$"):
+        check_label_range(torch.tensor([0, 4]), "y", 4)
+    with pytest.raises(ValueError, match=r"^groups must have shape \(3,\) to match z, got \(2,\)$"):
+        as_labels([0, 1], 3, None, name="groups")
+    assert as_labels(np.array([-1, 5]), 2, None, check=False).tolist() == [-1, 5]  # no data check
+    with pytest.raises(ValueError, match="labels must be >= 0"):
+        as_labels(np.array([-1, 5]), 2, None)
+
+
+def test_floating_dtype():
+    assert floating_dtype(torch.bfloat16) == torch.bfloat16
+    for bad in [torch.int32, torch.bool, torch.complex64, "float32", np.float64, None]:
+        with pytest.raises(ValueError, match=r"^dtype must be a floating torch dtype"):
+            floating_dtype(bad)
+
+
+def test_check_embeddings():
+    check_embeddings(torch.ones(3, 4))
+    check_embeddings(torch.zeros(0, 4))
+    check_embeddings(torch.full((2, 2), 1e18), scale=1.0)  # 2 * 2e36 < max / 16
+    for v in [float("nan"), float("inf")]:
+        z = torch.ones(3, 4)
+        z[1, 2] = v
+        with pytest.raises(ValueError, match=r"^q must be finite \(found NaN or inf\)$"):
+            check_embeddings(z, "q")
+    with pytest.raises(ValueError, match=r"^z is too large for torch.float32: max \|\|z_i\|\|\^2 = 2e\+40"):
+        check_embeddings(torch.full((2, 2), 1e20))
+    with pytest.raises(ValueError, match="times 100"):
+        check_embeddings(torch.full((2, 2), 1e18), scale=100.0)
+    check_embeddings(torch.full((2, 2), 1e20, dtype=torch.float64), scale=100.0)
+    with pytest.raises(ValueError, match="too large for torch.float64"):
+        check_embeddings(torch.full((2, 2), 1e160, dtype=torch.float64))

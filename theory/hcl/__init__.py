@@ -5,8 +5,11 @@ Modules (one concept each):
 * :mod:`~theory.hcl.psi` -- the psi family (:func:`apply_psi`; numpy :class:`Psi` for the checks);
 * :mod:`~theory.hcl.sampling` -- hardening functions eta, the tilted negative law, the
   exact-expectation and sampled estimators of the negative average;
+* :mod:`~theory.hcl.pairs` -- the (anchor, positive) pairs and their order (:func:`positive_pairs`);
 * :mod:`~theory.hcl.losses` -- the batch losses :func:`contrastive_loss` (SCL / HSCL / UCL /
-  HUCL) and the named :func:`SCL`, :func:`HSCL`, :func:`UCL`, :func:`HUCL`;
+  HUCL, one batch or R stacked runs) and :func:`two_view_contrastive_loss`;
+* :mod:`~theory.hcl.modules` -- the same as ``nn.Module`` objects: :class:`HardContrastiveLoss`
+  and its subclasses :class:`SCL`, :class:`HSCL`, :class:`UCL`, :class:`HUCL`;
 * :mod:`~theory.hcl.optima` -- closed-form optima at Neural Collapse (:func:`scl_optimum`, ...);
 * :mod:`~theory.hcl.harris` -- Harris-dominance checks and their random instances;
 * :mod:`~theory.hcl.convex` -- cvxpy programs over class-mean Gram matrices (imported on first use);
@@ -15,7 +18,11 @@ Modules (one concept each):
 
 Example::
 
-    from theory.hcl import contrastive_loss, scl_optimum, harris_exact_check, minimize_gram
+    from theory.hcl import HSCL, contrastive_loss, scl_optimum, harris_exact_check, minimize_gram
+
+    loss = HSCL(beta=5.0)(z, labels)             # the authors' HSCL batch loss (mean-form psi, tau = 1)
+
+Paper: Jiang, Nguyen, Aeron, Ishwar, TMLR 2025 (arXiv 2311.05139); docs/hcl.md.
 """
 
 from __future__ import annotations
@@ -33,7 +40,8 @@ from theory.hcl.harris import (
     random_eta,
     random_instance,
 )
-from theory.hcl.losses import HSCL, HUCL, SCL, UCL, contrastive_loss, two_view_contrastive_loss
+from theory.hcl.losses import contrastive_loss, two_view_contrastive_loss
+from theory.hcl.modules import HSCL, HUCL, SCL, UCL, HardContrastiveLoss
 from theory.hcl.optima import (
     binomial_mixture,
     collision_probability,
@@ -46,8 +54,12 @@ from theory.hcl.optima import (
     ucl_optimum,
     weak_bound,
 )
+from theory.hcl.pairs import Pairs, positive_pairs
 from theory.hcl.psi import Psi, apply_psi, make_psi, random_psi
 from theory.hcl.sampling import (
+    AliasTable,
+    alias_table,
+    draw_uniforms,
     expected_hinge,
     hardening,
     log_expected_exp,
@@ -89,6 +101,9 @@ __all__ = [
     # losses
     "contrastive_loss",
     "two_view_contrastive_loss",
+    "positive_pairs",
+    "Pairs",
+    "HardContrastiveLoss",
     "SCL",
     "HSCL",
     "UCL",
@@ -104,6 +119,9 @@ __all__ = [
     "log_expected_exp",
     "expected_hinge",
     "sample_negatives",
+    "AliasTable",
+    "alias_table",
+    "draw_uniforms",
     # closed forms
     "etf_negative_gap",
     "collision_probability",

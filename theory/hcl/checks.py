@@ -1,6 +1,6 @@
 """The theory checks of the hard-negative paper, claims T1-T8 of ``python -m theory``.
 
-Jiang, Nguyen, Aeron, Ishwar, TMLR 2025 (arXiv 2311.05139); spec/hcl.md §3 and §10. Each check
+Jiang, Nguyen, Aeron, Ishwar, TMLR 2025 (arXiv 2311.05139); docs/hcl.md#theory and docs/claims.md#theory-checks. Each check
 function appends ``(claim id, SubCheck)`` pairs (:meth:`theory.claims.SubCheck.tolerance`: a
 ``"gap"`` must be ``>= -tol``, an ``"error"`` ``<= tol``) to ``out``; :data:`GROUPS` lists them
 with the claims they serve, and :func:`claims` runs them into one :class:`theory.claims.Claim`
@@ -17,7 +17,8 @@ a FAIL sub-check).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -72,8 +73,11 @@ def _add(
 # helpers
 
 
-def _nc_batch(counts, C=None, dtype=torch.float64):
-    counts = list(counts)
+def _nc_batch(
+    counts: Sequence[int] | np.ndarray, C: int | None = None, dtype: torch.dtype = torch.float64
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """An exact NC batch: ``counts[c]`` copies of the ETF vertex ``v_c`` (ETF of ``C`` classes)."""
+    counts = [int(c) for c in counts]
     C = C or len(counts)
     v = simplex_etf(C, C - 1, dtype=dtype)
     labels = torch.tensor(np.repeat(np.arange(len(counts)), counts), dtype=torch.long)
@@ -81,17 +85,19 @@ def _nc_batch(counts, C=None, dtype=torch.float64):
 
 
 def _random_ball(rng: np.random.Generator, n: int, d: int) -> torch.Tensor:
+    """``n`` points uniform in the unit ball of R^d (float64)."""
     z = rng.normal(size=(n, d))
     z /= np.linalg.norm(z, axis=1, keepdims=True)
     z *= rng.uniform(0, 1, size=(n, 1)) ** (1.0 / d)
     return torch.from_numpy(z)
 
 
-def _loss(z, labels, **kw) -> float:
+def _loss(z: torch.Tensor, labels: torch.Tensor, **kw: Any) -> float:
+    """The batch loss as a Python float."""
     return float(contrastive_loss(z, labels, **kw))
 
 
-def _rounding_err(pairs) -> float:
+def _rounding_err(pairs: Iterable[tuple[float, str]]) -> float:
     """Max |x - v| / (half a unit in the last printed digit of v), over (x, "v") pairs."""
     worst = 0.0
     for x, v in pairs:
@@ -100,10 +106,11 @@ def _rounding_err(pairs) -> float:
     return worst
 
 
-def _mc_interval(values: np.ndarray, z: float = 4.0) -> tuple[float, float]:
-    values = np.asarray(values, dtype=np.float64)
-    se = values.std(ddof=1) / math.sqrt(values.size)
-    return float(values.mean()), float(z * se)
+def _mc_interval(values: Sequence[float] | np.ndarray, z: float = 4.0) -> tuple[float, float]:
+    """Mean and ``z`` standard errors of Monte Carlo ``values``."""
+    v = np.asarray(values, dtype=np.float64)
+    se = v.std(ddof=1) / math.sqrt(v.size)
+    return float(v.mean()), float(z * se)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -115,6 +122,10 @@ def _mc_interval(values: np.ndarray, z: float = 4.0) -> tuple[float, float]:
 
 
 def check_harris(out: list[tuple[str, SubCheck]], quick: bool, seed: int) -> None:
+    """T1, T2: hard >= easy by exact enumeration and by Monte Carlo (docs/hcl.md#harris-dominance-t1-t2).
+
+    Appends ``(claim id, SubCheck)`` pairs to ``out``; ``quick`` uses smaller instances.
+    """
     n_exact = 40 if quick else 150
     pairs = 1000 if quick else 4000
     for claim, setting in (("T1", "supervised"), ("T2", "unsupervised")):
@@ -150,6 +161,10 @@ def check_harris(out: list[tuple[str, SubCheck]], quick: bool, seed: int) -> Non
 
 
 def check_beta_monotone(out: list[tuple[str, SubCheck]], quick: bool, seed: int) -> None:
+    """T3: the hard losses are non-decreasing in beta (docs/hcl.md#monotonicity-in-beta-t3).
+
+    Appends ``(claim id, SubCheck)`` pairs to ``out``; ``quick`` uses smaller instances.
+    """
     n = 20 if quick else 60
     for setting in SETTINGS:
         r = beta_monotonicity(n, setting=setting, seed=seed)
@@ -188,6 +203,10 @@ def check_beta_monotone(out: list[tuple[str, SubCheck]], quick: bool, seed: int)
 
 
 def check_scl(out: list[tuple[str, SubCheck]], quick: bool, seed: int) -> None:
+    """T4: L*_SCL closed form, sympy, convex programs and exact NC batches (docs/hcl.md#the-scl-optimum-t4-t5).
+
+    Appends ``(claim id, SubCheck)`` pairs to ``out``; ``quick`` uses smaller instances.
+    """
     # closed form vs the batched losses at an exact NC batch
     rng = np.random.default_rng(seed + 2)
     worst, n = 0.0, 0
@@ -225,7 +244,7 @@ def check_scl(out: list[tuple[str, SubCheck]], quick: bool, seed: int) -> None:
         worst,
         1e-9,
     )
-    # numbers of spec/hcl.md §3.3 table and §10
+    # the values of docs/hcl.md#optimal-values
     table = [
         ((10, "mean", 256, 1.0), "0.284572"),
         ((100, "mean", 256, 1.0), "0.310555"),
@@ -242,7 +261,7 @@ def check_scl(out: list[tuple[str, SubCheck]], quick: bool, seed: int) -> None:
     _add(
         out,
         "T4",
-        "L*_SCL vs spec §3.3 table and §10 (C=6,k=2: 0.471495): |err| / rounding",
+        "L*_SCL vs docs/hcl.md#optimal-values (C=6,k=2: 0.471495): |err| / rounding",
         len(table),
         "error",
         err,
@@ -315,7 +334,7 @@ def check_scl(out: list[tuple[str, SubCheck]], quick: bool, seed: int) -> None:
         max(cond.values()),
         5e-3,
     )
-    # random collapsed configurations stay above L* (spec §10: best of 600 in 0.486-0.492)
+    # random collapsed configurations stay above L* (best of 600 in 0.486-0.492, docs/claims.md)
     n = 200 if quick else 600
     rng = np.random.default_rng(seed + 3)
     lstar = scl_optimum(6, psi="sum", num_negatives=2)
@@ -332,7 +351,7 @@ def check_scl(out: list[tuple[str, SubCheck]], quick: bool, seed: int) -> None:
         "gap",
         best - lstar,
         0.0,
-        f"best random F={best:.4f} > L*={lstar:.6f}; spec §10: 0.486-0.492",
+        f"best random F={best:.4f} > L*={lstar:.6f}; expected 0.486-0.492",
     )
     # hinge psi: the optimum value is attained by non-ETF Grams too (no uniqueness)
     C, margin = 4, 2.0
@@ -367,6 +386,10 @@ def check_scl(out: list[tuple[str, SubCheck]], quick: bool, seed: int) -> None:
 
 
 def check_hscl(out: list[tuple[str, SubCheck]], quick: bool, seed: int) -> None:
+    """T5: HSCL is minimised by NC for every hardening (docs/hcl.md#the-scl-optimum-t4-t5).
+
+    Appends ``(claim id, SubCheck)`` pairs to ``out``; ``quick`` uses smaller instances.
+    """
     rng = np.random.default_rng(seed + 4)
     gen = torch.Generator().manual_seed(seed)
     worst, n = 0.0, 0
@@ -413,13 +436,17 @@ def check_hscl(out: list[tuple[str, SubCheck]], quick: bool, seed: int) -> None:
 
 
 def check_ucl(out: list[tuple[str, SubCheck]], quick: bool, seed: int) -> None:
+    """T6: L*_UCL and its NC optimality under conditional independence (docs/hcl.md#the-ucl-optimum-t6).
+
+    Appends ``(claim id, SubCheck)`` pairs to ``out``; ``quick`` uses smaller instances.
+    """
     e = _rounding_err(
         [(ucl_optimum(6, psi="sum", num_negatives=2), "0.589452"), (ucl_optimum(100), "0.3152")]
     )
     _add(
         out,
         "T6",
-        "L*_UCL vs spec §10 (C=6,k=2: 0.589452) and §3.6 (C=100: 0.3152): |err| / rounding",
+        "L*_UCL vs docs/hcl.md#optimal-values (C=6,k=2: 0.589452; C=100: 0.3152): |err| / rounding",
         2,
         "error",
         e,
@@ -479,7 +506,7 @@ def check_ucl(out: list[tuple[str, SubCheck]], quick: bool, seed: int) -> None:
         "error",
         abs(float(lam[0])),
         1e-3,
-        f"second smallest {lam[1]:.4f}; spec leaves d >= C-1 vs d >= C open",
+        f"second smallest {lam[1]:.4f}; d >= C-1 vs d >= C left open (docs/hcl.md#the-ucl-optimum-t6)",
     )
     # sampled estimator at an NC batch: its mean is the binomial mixture of the batch
     gen = torch.Generator().manual_seed(seed)
@@ -512,7 +539,7 @@ def check_ucl(out: list[tuple[str, SubCheck]], quick: bool, seed: int) -> None:
         worst,
         1.0,
     )
-    # counter-example without conditional independence (spec §3.5): x+ = x, uniform on the sphere
+    # counter-example without conditional independence (docs/hcl.md#the-ucl-optimum-t6): x+ = x, uniform on the sphere
     rng = np.random.default_rng(seed + 5)
     n = 100_000 if quick else 400_000
     u = rng.normal(size=(n, 50))
@@ -528,11 +555,15 @@ def check_ucl(out: list[tuple[str, SubCheck]], quick: bool, seed: int) -> None:
         "gap",
         nc - spread,
         0.0,
-        f"NC {nc:.4f} vs spread {spread:.4f} (spec: 0.4100 vs 0.3152)",
+        f"NC {nc:.4f} vs spread {spread:.4f} (docs/hcl.md: 0.4100 vs 0.3152)",
     )
 
 
 def check_hucl(out: list[tuple[str, SubCheck]], quick: bool, seed: int) -> None:
+    """T7: the HUCL value at NC and the lower bounds (docs/hcl.md#hucl-at-neural-collapse-t7).
+
+    Appends ``(claim id, SubCheck)`` pairs to ``out``; ``quick`` uses smaller instances.
+    """
     q_table = [
         ((100, 0), "0.010"),
         ((100, 2), "0.071"),
@@ -545,7 +576,15 @@ def check_hucl(out: list[tuple[str, SubCheck]], quick: bool, seed: int) -> None:
         ((200, 10), "0.9915"),
     ]
     e = _rounding_err([(collision_probability(C, b), v) for (C, b), v in q_table])
-    _add(out, "T7", "q(beta) vs spec §3.6 (C=10,100,200): |err| / rounding", len(q_table), "error", e, 1.0)
+    _add(
+        out,
+        "T7",
+        "q(beta) vs docs/hcl.md#hucl-at-neural-collapse-t7 (C=10,100,200): |err| / rounding",
+        len(q_table),
+        "error",
+        e,
+        1.0,
+    )
     l_table = [(0, "0.3152"), (2, "0.3430"), (5, "0.5614"), (10, "0.6919"), (30, "0.6931")]
     s10 = [(0, "0.589"), (2, "0.924"), (5, "1.092")]
     e = _rounding_err(
@@ -555,7 +594,7 @@ def check_hucl(out: list[tuple[str, SubCheck]], quick: bool, seed: int) -> None:
     _add(
         out,
         "T7",
-        "L_HUCL(NC) vs spec §3.6 (C=100, K=256) and §10 (C=6,k=2: 0.589->0.924->1.092)",
+        "L_HUCL(NC) vs docs/hcl.md#optimal-values (C=100, K=256; C=6,k=2: 0.589->0.924->1.092)",
         len(l_table) + len(s10),
         "error",
         e,
@@ -661,7 +700,7 @@ def check_hucl(out: list[tuple[str, SubCheck]], quick: bool, seed: int) -> None:
         1e-9,
     )
     gen = torch.Generator().manual_seed(seed)
-    counts = [5, 3, 4, 2, 6]
+    counts = np.array([5, 3, 4, 2, 6])
     z, labels = _nc_batch(counts)
     reps = 30 if quick else 100
     worst = 0.0
@@ -717,6 +756,10 @@ def check_hucl(out: list[tuple[str, SubCheck]], quick: bool, seed: int) -> None:
 
 
 def check_batched(out: list[tuple[str, SubCheck]], quick: bool, seed: int) -> None:
+    """T8: the batched versions of the bounds (docs/hcl.md#batched-versions-t8).
+
+    Appends ``(claim id, SubCheck)`` pairs to ``out``; ``quick`` uses smaller instances.
+    """
     rng = np.random.default_rng(seed + 7)
     worst, n = math.inf, 0
     for _ in range(15 if quick else 60):

@@ -1,6 +1,6 @@
 """Convex programs over the Gram matrix of collapsed class representations (cvxpy).
 
-Setting (spec/hcl.md §3.3, §3.5): every sample of class ``c`` is mapped to one point ``u_c``
+Setting (docs/hcl.md#convex-gram-programs): every sample of class ``c`` is mapped to one point ``u_c``
 (within-class collapse), and ``G = [u_c . u_c']`` is the ``C x C`` Gram matrix: ``G`` PSD with
 ``diag(G) <= 1`` (unit ball) or ``== 1`` (unit sphere); any such ``G`` is realisable in
 ``d >= C`` (``d >= rank G``). With class priors ``pi``, anchor class ``c ~ pi``, positive of the same
@@ -19,7 +19,7 @@ grouped into multisets (multinomial weights), so F is a weighted sum of ``log_su
 F is linear in the class-pair law (an LP over the PSD cone). Minimising F over G gives the
 optimum of the loss over collapsed representations; with uniform priors the minimiser is the
 ETF Gram ``C/(C-1) I - 1/(C-1) 11^T`` and the value is ``L*_SCL`` / ``L*_UCL``
-(:mod:`theory.hcl.optima`). The UCL program is the bound ``F(G)`` of spec/hcl.md §3.5 step 1
+(:mod:`theory.hcl.optima`). The UCL program is the bound ``F(G)`` of docs/hcl.md#the-ucl-optimum-t6 (step 1)
 (conditionally independent views).
 
 ``C`` is ``num_classes`` and ``k`` is ``num_negatives``: a required keyword here, since the
@@ -37,8 +37,9 @@ import itertools
 import math
 import warnings
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import cvxpy as cp
 import numpy as np
@@ -55,10 +56,19 @@ __all__ = [
     "population_loss_at_gram",
     "etf_gram_np",
     "SOLVERS",
+    "MAX_PROGRAM_TERMS",
+    "MAX_TUPLES",
 ]
 
 SOLVERS = ("CLARABEL", "SCS")
 _OK = ("optimal",)
+
+#: Largest number of log-sum-exp terms (``C`` times the multisets of ``k`` negative classes) a
+#: cvxpy program may hold; larger ``(num_classes, num_negatives)`` are rejected up front.
+MAX_PROGRAM_TERMS = 200_000
+
+#: Largest number of ordered ``k``-tuples of classes (``C**k``) :func:`population_loss_at_gram` sums.
+MAX_TUPLES = 10_000_000
 
 
 @dataclass(frozen=True)
@@ -97,7 +107,17 @@ def etf_gram_np(num_classes: int) -> np.ndarray:
     return (C * np.eye(C) - np.ones((C, C))) / (C - 1)
 
 
-def _validate(C, setting, psi, normalization, num_negatives, tau, margin, priors) -> tuple:
+def _validate(
+    C: Any,
+    setting: str,
+    psi: str,
+    normalization: str,
+    num_negatives: Any,
+    tau: Any,
+    margin: Any,
+    priors: Any,
+) -> tuple[int, int, float, float, np.ndarray]:
+    """Validated ``(C, k, tau, margin, priors)`` of a program; errors name the argument."""
     C = integer("num_classes", C, lo=2)
     one_of("setting", setting, SETTINGS)
     one_of("psi", psi, PSI_FORMS)
@@ -117,13 +137,15 @@ def _validate(C, setting, psi, normalization, num_negatives, tau, margin, priors
 
 
 def _negative_law(pi: np.ndarray, c: int, setting: str) -> np.ndarray:
+    """The law of one negative class for an anchor of class ``c``."""
     p = pi.copy()
     if setting == "supervised":
         p[c] = 0.0
-    return p / p.sum()
+    law: np.ndarray = p / p.sum()
+    return law
 
 
-def _multisets(classes: Sequence[int], p: np.ndarray, k: int):
+def _multisets(classes: Sequence[int], p: np.ndarray, k: int) -> Iterator[tuple[float, Counter[int]]]:
     """Yield ``(prob, Counter)`` over the multisets of ``k`` i.i.d. draws from ``p`` on ``classes``."""
     for combo in itertools.combinations_with_replacement(classes, k):
         cnt = Counter(combo)
@@ -135,7 +157,9 @@ def _multisets(classes: Sequence[int], p: np.ndarray, k: int):
         yield coef * prob, cnt
 
 
-def _objective(G, C, k, setting, psi, tau, margin, pi):
+def _objective(
+    G: Any, C: int, k: int, setting: str, psi: str, tau: float, margin: float, pi: np.ndarray
+) -> Any:
     """Cvxpy expression of the population loss F(G) (see module docstring)."""
     terms = []
     for c in range(C):
@@ -144,7 +168,7 @@ def _objective(G, C, k, setting, psi, tau, margin, pi):
         if psi == "triplet":
             for c2 in support:
                 t = 0 if c2 == c else (G[c, c2] - G[c, c]) / tau
-                terms.append(pi[c] * p[c2] * cp.pos(t + margin))
+                terms.append(pi[c] * p[c2] * cp.pos(t + margin))  # type: ignore[no-untyped-call]
             continue
         for prob, cnt in _multisets(support, p, k):
             # psi = log(1 + w sum_i exp(t_i)) with w = 1/k (mean) or 1 (sum): one lse over the
@@ -161,14 +185,14 @@ def _objective(G, C, k, setting, psi, tau, margin, pi):
 
 
 def population_loss_at_gram(
-    G,
+    G: Any,
     *,
     num_negatives: int,
     setting: str = "supervised",
     psi: str = "mean",
     tau: float = HCL_TAU,
     margin: float = MARGIN,
-    priors=None,
+    priors: Any = None,
 ) -> float:
     """F(G): the population loss of collapsed representations with Gram ``G`` (numpy, exact).
 
@@ -179,6 +203,11 @@ def population_loss_at_gram(
     if G.ndim != 2 or G.shape[0] != G.shape[1]:
         raise ValueError(f"G must be a square (C, C) matrix, got shape {G.shape}")
     C, k, tau, margin, pi = _validate(G.shape[0], setting, psi, "ball", num_negatives, tau, margin, priors)
+    if k * math.log(C) > math.log(MAX_TUPLES):
+        raise ValueError(
+            f"num_negatives={k} with C={C} means C**k = 10^{k * math.log10(C):.1f} ordered tuples (limit "
+            f"MAX_TUPLES = {MAX_TUPLES:.0e}); use the closed forms of theory.hcl.optima for large K"
+        )
     total = 0.0
     tuples = np.array(list(itertools.product(range(C), repeat=k)), dtype=np.int64)  # (T, k)
     for c in range(C):
@@ -203,14 +232,14 @@ def minimize_gram(
     normalization: str = "sphere",
     tau: float = HCL_TAU,
     margin: float = MARGIN,
-    priors=None,
+    priors: Any = None,
     solver: str | None = None,
-    solver_options: dict | None = None,
+    solver_options: dict[str, Any] | None = None,
 ) -> GramSolution:
     """Minimise the population SCL / UCL loss over the Gram matrix of collapsed representations.
 
     ``min_G F(G)`` s.t. ``G`` PSD and ``diag(G) == 1`` (``normalization="sphere"``) or ``<= 1``
-    (``"ball"``); ``F`` as in the module docstring (spec/hcl.md §3.3, §3.5).
+    (``"ball"``); ``F`` as in the module docstring (docs/hcl.md#convex-gram-programs).
 
     Args:
         num_classes: C (keep ``C <= 6`` and ``num_negatives <= 2`` for sub-second solves).
@@ -234,6 +263,12 @@ def minimize_gram(
     C, k, tau, margin, pi = _validate(
         num_classes, setting, psi, normalization, num_negatives, tau, margin, priors
     )
+    log_terms = math.log(C) + math.lgamma(C + k) - math.lgamma(k + 1) - math.lgamma(C)  # C * multisets
+    if psi != "triplet" and log_terms > math.log(MAX_PROGRAM_TERMS):
+        raise ValueError(
+            f"num_negatives={k} with C={C} gives 10^{log_terms / math.log(10):.1f} log-sum-exp terms (limit "
+            f"MAX_PROGRAM_TERMS = {MAX_PROGRAM_TERMS}); keep C <= 6 and num_negatives <= 3, or use theory.hcl.optima"
+        )
     if solver is None:
         order = list(SOLVERS)
     elif solver in SOLVERS:
@@ -249,7 +284,7 @@ def minimize_gram(
             with warnings.catch_warnings():
                 # an inaccurate solve is reported through the status and then rejected
                 warnings.simplefilter("ignore", UserWarning)
-                prob.solve(solver=name, **(solver_options or {}))
+                prob.solve(solver=name, **(solver_options or {}))  # type: ignore[no-untyped-call]
         except (cp.error.SolverError, ValueError, ArithmeticError) as exc:
             failures.append(f"{name}: {type(exc).__name__}: {exc}")
             continue
@@ -276,11 +311,11 @@ def minimize_gram(
     )
 
 
-def minimize_scl(num_classes: int, *, num_negatives: int, **kwargs) -> GramSolution:
-    """SCL program: :func:`minimize_gram` with ``setting="supervised"`` (spec/hcl.md §3.3)."""
+def minimize_scl(num_classes: int, *, num_negatives: int, **kwargs: Any) -> GramSolution:
+    """SCL program: :func:`minimize_gram` with ``setting="supervised"`` (docs/hcl.md#the-scl-optimum-t4-t5)."""
     return minimize_gram(num_classes, setting="supervised", num_negatives=num_negatives, **kwargs)
 
 
-def minimize_ucl(num_classes: int, *, num_negatives: int, **kwargs) -> GramSolution:
-    """UCL program: :func:`minimize_gram` with ``setting="unsupervised"`` (spec/hcl.md §3.5)."""
+def minimize_ucl(num_classes: int, *, num_negatives: int, **kwargs: Any) -> GramSolution:
+    """UCL program: :func:`minimize_gram` with ``setting="unsupervised"`` (docs/hcl.md#the-ucl-optimum-t6)."""
     return minimize_gram(num_classes, setting="unsupervised", num_negatives=num_negatives, **kwargs)

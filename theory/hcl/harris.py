@@ -1,6 +1,6 @@
 """Harris dominance of hard over base negatives: exact enumeration and Monte Carlo checks.
 
-Harris dominance (spec/hcl.md §3.2, claims T1-T3): for a base law ``Q`` over negatives and the
+Harris dominance (docs/hcl.md#harris-dominance-t1-t2, claims T1-T3): for a base law ``Q`` over negatives and the
 tilted law ``dQ_eta = eta dQ / E_Q eta`` with ``eta >= 0`` non-decreasing,
 ``E_{Q_eta^k}[psi(s - s^+)] >= E_{Q^k}[psi(s - s^+)]`` for every coordinate-wise non-decreasing psi.
 :func:`harris_exact` checks this by exact enumeration of k-tuples, :func:`harris_monte_carlo` by
@@ -19,6 +19,7 @@ import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -60,7 +61,7 @@ class CheckResult:
     instances: int
     worst_gap: float
     passed: bool
-    details: dict = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
 
 
 def random_instance(
@@ -71,8 +72,9 @@ def random_instance(
     d: int = 3,
     normalization: str = "ball",
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Random labelled points in the unit ball (``normalization="ball"``) or on the unit sphere
-    (``"sphere"``) with every class present.
+    """Random labelled points in the unit ball or on the unit sphere, every class present.
+
+    ``normalization="ball"`` or ``"sphere"``.
 
     Returns ``z`` ``(num_points, d)`` float64 and ``labels`` ``(num_points,)`` int64.
     """
@@ -135,9 +137,10 @@ def _negative_sets(labels: np.ndarray, setting: str) -> list[np.ndarray]:
     return [np.arange(N) for _ in range(N)]
 
 
-def _eval_eta(eta: Callable, s: np.ndarray) -> np.ndarray:
-    """Evaluate ``eta`` on float64 scores; accepts numpy or torch hardening functions
-    (e.g. :func:`theory.hcl.sampling.hardening` directly).
+def _eval_eta(eta: Callable[..., Any], s: np.ndarray) -> np.ndarray:
+    """Evaluate ``eta`` on float64 scores.
+
+    Accepts numpy or torch hardening functions (e.g. :func:`theory.hcl.sampling.hardening` directly).
     """
     try:
         out = eta(s)
@@ -192,14 +195,14 @@ def _exact_expectations(
 
 
 def harris_exact(
-    z,
-    labels,
+    z: Any,
+    labels: Any,
     *,
     setting: str = "supervised",
     psi: Psi,
     eta: Callable[[np.ndarray], np.ndarray],
 ) -> np.ndarray:
-    """Per-pair gaps ``E_hard[psi] - E_base[psi]`` by exact enumeration (spec/hcl.md §3.2).
+    """Per-pair gaps ``E_hard[psi] - E_base[psi]`` by exact enumeration (docs/hcl.md#harris-dominance-t1-t2).
 
     The finite set of points ``z`` with ``labels`` is the population (an empirical law). For every
     (anchor ``i``, positive ``j``) pair with ``labels[j] == labels[i]`` (``j = i`` included), the base
@@ -213,21 +216,21 @@ def harris_exact(
     Raises:
         ValueError: bad shapes, unknown setting, or an anchor without negatives.
     """
-    z, labels = _check_points(z, labels)
+    zz, yy = _check_points(z, labels)
     one_of("setting", setting, SETTINGS)
     if not isinstance(psi, Psi):
         raise ValueError(f"psi must be a Psi (see make_psi / random_psi), got {type(psi).__name__}")
-    vals, valid = _exact_expectations(z, labels, setting, psi, [None, eta])
-    ok = valid[1]
-    return (vals[1] - vals[0])[ok]
+    vals, valid = _exact_expectations(zz, yy, setting, psi, [None, eta])
+    gaps: np.ndarray = (vals[1] - vals[0])[valid[1]]
+    return gaps
 
 
-def _check_sizes(**sizes) -> None:
+def _check_sizes(**sizes: Any) -> None:
     for name, value in sizes.items():
         integer(name, value, lo=1)
 
 
-def _check_points(z, labels) -> tuple[np.ndarray, np.ndarray]:
+def _check_points(z: Any, labels: Any) -> tuple[np.ndarray, np.ndarray]:
     z = np.asarray(z, dtype=np.float64)
     labels = np.asarray(labels)
     if z.ndim != 2:
@@ -309,7 +312,7 @@ def beta_monotonicity(
     """
     _check_sizes(num_instances=num_instances, max_points=max_points, max_k=max_k)
     betas = [_check_beta(b) for b in betas]
-    if len(betas) < 2 or any(b2 <= b1 for b1, b2 in zip(betas, betas[1:])):
+    if len(betas) < 2 or any(b2 <= b1 for b1, b2 in zip(betas, betas[1:], strict=False)):
         raise ValueError(f"betas must be strictly increasing with >= 2 values, got {betas}")
     rng = np.random.default_rng(seed)
     worst, pairs, worst_desc = math.inf, 0, ""
@@ -353,7 +356,8 @@ def _sample_rows(rng: np.random.Generator, w: np.ndarray, K: int) -> np.ndarray:
     flat = (cdf + 2.0 * np.arange(M)[:, None]).ravel()
     u = rng.random((M, K)) + 2.0 * np.arange(M)[:, None]
     idx = np.searchsorted(flat, u.ravel(), side="right").reshape(M, K) - np.arange(M)[:, None] * N
-    return np.clip(idx, 0, N - 1)
+    out: np.ndarray = np.clip(idx, 0, N - 1)
+    return out
 
 
 def harris_monte_carlo(
@@ -367,7 +371,7 @@ def harris_monte_carlo(
     psi: str = "mean",
     tau: float = HCL_TAU,
     eta: str = "exponential",
-    eta_params: dict | None = None,
+    eta_params: dict[str, float] | None = None,
     normalization: str = "ball",
     confidence: float = 0.99,
     seed: int = 0,

@@ -1,51 +1,121 @@
-"""Batch losses of the hard-negative paper: SCL / HSCL / UCL / HUCL.
+"""Batch losses of the hard-negative paper: SCL / HSCL / UCL / HUCL as functions.
 
-Notation (DESIGN.md): ``z`` embeddings ``(B, d)``, ``labels`` ``(B,)`` ints in ``[0, C)``,
-``beta`` hardness, ``tau`` temperature, ``K`` (``num_negatives``) negatives per
-(anchor, positive) pair, ``S = z z^T`` similarities.
+Jiang, Nguyen, Aeron, Ishwar, TMLR 2025 (arXiv 2311.05139); docs/hcl.md#the-batched-loss.
+Notation (docs/README.md#notation): ``z`` embeddings ``(B, d)``, or ``(R, B, d)`` for ``R`` stacked
+runs; ``labels`` ``(B,)`` or ``(R, B)``; ``beta`` hardness; ``tau`` temperature; ``K``
+(``num_negatives``) negatives per (anchor, positive) pair; ``S = z z^T`` per run.
 
-The batched loss (spec/hcl.md §2.5, the authors' ``nce_supervised_hard``), generalised over psi:
+The batched loss, generalised over psi (docs/hcl.md#the-batched-loss):
 
     L = (1/P) sum_i sum_{j in Pos(i)} psi( {S[i, n_r] - S[i, j]}_{r=1..K} ),   n_r ~ q_i i.i.d.,
 
 with ``q_i(n) ∝ exp(beta S[i, n])`` over the allowed negatives of anchor ``i`` and ``P`` the number
-of (anchor, positive) pairs. psi forms (spec/hcl.md §2.1, :func:`theory.hcl.psi.apply_psi`), all
-applied to ``t / tau``:
+of (anchor, positive) pairs; the reductions of :data:`theory.options.REDUCTIONS` combine the
+per-pair values differently (docs/hcl.md#reductions). ``estimator="sampled"`` is the authors'
+Monte Carlo (K draws from ``q_i`` per pair); ``estimator="expectation"`` (deterministic) replaces
+the K-sample average inside psi by its exact expectation under ``q_i``
+(docs/hcl.md#the-two-estimators).
 
-* ``"mean"`` (the authors' form): ``log(1 + (1/K) sum_r exp(t_r / tau))``;
-* ``"sum"``: ``log(1 + sum_r exp(t_r / tau))``;
-* ``"triplet"``: ``(1/K) sum_r max(0, t_r / tau + margin)``.
-
-``estimator="sampled"`` is the authors' Monte Carlo: K negatives drawn from ``q_i`` per pair.
-``estimator="expectation"`` (deterministic) replaces the K-sample average *inside* psi by its
-exact expectation under ``q_i``: ``log(1 + E_q exp(t / tau))`` for ``"mean"`` (``K`` times it for
-``"sum"``). This is the K -> infinity limit of the sampled loss, not its expectation: by Jensen it
-lies above ``E[sampled]`` for the mean form (spec/hcl.md §3.6; :mod:`theory.hcl.optima` gives both
-closed forms). For ``"triplet"`` psi is linear in the draws and the two agree in expectation. The
-sampling weights ``q_i`` are detached by default, as in the authors' code.
+The run-batched kernel (docs/hcl.md#the-batched-kernel): a ``(B, d)`` batch is the ``R = 1`` case
+of the ``(R, B, d)`` program: ``N = R B`` anchor rows, each against the ``B`` members of its own
+run, one pair list over all runs, one draw of uniforms for all runs. Run ``r``'s value equals the
+call on ``z[r]`` alone. The nn.Module forms are in :mod:`theory.hcl.modules`.
 """
 
 from __future__ import annotations
 
-import math
+from dataclasses import dataclass
+from typing import Any
 
+import numpy as np
 import torch
-import torch.nn.functional as F
 
-from theory.hcl._expectation import _ExpectedPsi
-from theory.hcl.psi import apply_psi
-from theory.hcl.sampling import expected_hinge, log_expected_exp, sample_negatives, tilted_log_weights
-from theory.options import ESTIMATORS, HCL_TAU, MARGIN, METHODS, NUM_NEGATIVES, PSI_FORMS, SETTINGS
-from theory.validation import as_float_tensor, as_labels, integer, one_of, real
+from theory.hcl._estimators import Generators, _per_pair, _reduction
+from theory.hcl.pairs import _compact, _pair_list
+from theory.options import ESTIMATORS, HCL_TAU, MARGIN, NUM_NEGATIVES, PSI_FORMS, REDUCTIONS, SETTINGS
+from theory.validation import (
+    as_float_tensor,
+    as_tensor,
+    check_embeddings,
+    check_label_range,
+    integer,
+    integer_tensor,
+    one_of,
+    real,
+)
 
-__all__ = [
-    "contrastive_loss",
-    "two_view_contrastive_loss",
-    "SCL",
-    "HSCL",
-    "UCL",
-    "HUCL",
-]
+__all__ = ["contrastive_loss", "two_view_contrastive_loss"]
+
+
+@dataclass(frozen=True)
+class _Options:
+    """The validated scalar options of one loss (shared by the functions and the modules)."""
+
+    setting: str
+    tau: float
+    psi: str
+    estimator: str
+    num_negatives: int
+    margin: float
+    reduction: str
+    self_positive: bool
+    self_negative: bool
+    detach_weights: bool
+    num_classes: int | None
+    check_inputs: bool
+
+
+def _flag(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+    return value
+
+
+def _options(
+    *,
+    setting: str,
+    tau: float,
+    psi: str,
+    estimator: str,
+    num_negatives: int,
+    margin: float,
+    reduction: str,
+    self_positive: bool,
+    self_negative: bool,
+    detach_weights: bool,
+    num_classes: int | None,
+    check_inputs: bool,
+) -> _Options:
+    """Validate every scalar option once; each error names its argument."""
+    opts = _Options(
+        setting=one_of("setting", setting, SETTINGS),
+        tau=real("tau", tau, lo=0.0, lo_open=True),
+        psi=one_of("psi", psi, PSI_FORMS),
+        estimator=one_of("estimator", estimator, ESTIMATORS),
+        num_negatives=integer("num_negatives", num_negatives, lo=1),
+        margin=real("margin", margin, lo=0.0, allow_inf=True),
+        reduction=one_of("reduction", reduction, REDUCTIONS),
+        self_positive=_flag("self_positive", self_positive),
+        self_negative=_flag("self_negative", self_negative),
+        detach_weights=_flag("detach_weights", detach_weights),
+        num_classes=None if num_classes is None else integer("num_classes", num_classes, lo=1),
+        check_inputs=_flag("check_inputs", check_inputs),
+    )
+    if not opts.detach_weights and opts.estimator == "sampled":
+        raise ValueError(
+            "detach_weights=False is only defined for estimator='expectation' (a sampled index has no derivative)"
+        )
+    return opts
+
+
+def _scalar_beta(beta: Any) -> float | None:
+    """``beta`` as a validated Python float, or ``None`` when it is a tensor with a shape (per run/anchor)."""
+    if isinstance(beta, torch.Tensor | np.ndarray):
+        if beta.ndim > 0:
+            return None
+    elif isinstance(beta, list | tuple):
+        return None
+    return real("beta", beta, lo=0.0)
 
 
 def contrastive_loss(
@@ -53,193 +123,259 @@ def contrastive_loss(
     labels: torch.Tensor,
     *,
     setting: str,
-    beta: float = 0.0,
+    beta: float | torch.Tensor = 0.0,
     tau: float = HCL_TAU,
     psi: str = "mean",
     estimator: str = "expectation",
     num_negatives: int = NUM_NEGATIVES,
     margin: float = MARGIN,
+    reduction: str = "mean",
     self_positive: bool = True,
     self_negative: bool = True,
-    generator: torch.Generator | None = None,
+    generator: Generators = None,
     num_classes: int | None = None,
     detach_weights: bool = True,
     positive_groups: torch.Tensor | None = None,
+    check_inputs: bool = True,
 ) -> torch.Tensor:
     """SCL / HSCL (``setting="supervised"``) or UCL / HUCL (``"unsupervised"``) batch loss.
 
-    Implements spec/hcl.md §2.5 (the authors' batched loss) for any psi of §2.1.
+    ``L = (1/P) sum_{(i, j)} psi({S[i, n_r] - S[i, j]}_r)`` with ``n_r ~ q_i(n) ∝ exp(beta S[i, n])``
+    over the allowed negatives: the authors' batched loss for any psi (arXiv 2311.05139;
+    docs/hcl.md#the-batched-loss), for one batch or ``R`` stacked runs at once
+    (docs/hcl.md#the-batched-kernel).
 
     Args:
-        z: embeddings ``(B, d)`` (already normalised by the model, if at all). float16/bfloat16
-            inputs are computed in float32; float64 stays float64.
-        labels: ``(B,)`` integer labels in ``[0, C)``.
+        z: embeddings ``(B, d)``, or ``(R, B, d)`` for ``R`` runs (already normalised by the
+            model, if at all). float16/bfloat16 inputs are computed in float32; float64 stays
+            float64; integer inputs are promoted (docs/README.md#conventions).
+        labels: ``(B,)`` integer labels, or ``(R, B)`` (per run) or ``(B,)`` (shared) for a 3-D
+            ``z``. Only their equality matters (any integer values; relabelled compactly).
         setting: ``"supervised"``: negatives are batch members with another label;
             ``"unsupervised"``: negatives are drawn from the whole batch (class collisions).
-        beta: hardness ``>= 0`` of the tilt ``q_i(n) ∝ exp(beta z_i.z_n)``; 0 gives SCL / UCL.
+        beta: hardness ``>= 0`` of the tilt ``q_i(n) ∝ exp(beta z_i.z_n)``; 0 gives SCL / UCL. A
+            scalar, a ``(B,)`` tensor (one per anchor) for a 2-D ``z``, or an ``(R,)`` (one per
+            run) or ``(R, B)`` tensor for a 3-D ``z``.
         tau: temperature ``> 0``; psi is applied to ``t / tau``.
-        psi: ``"mean"``, ``"sum"`` or ``"triplet"`` (see the module docstring).
+        psi: ``"mean"``, ``"sum"`` or ``"triplet"`` (docs/hcl.md#the-psi-family).
         estimator: ``"expectation"`` (exact, deterministic) or ``"sampled"`` (K draws per pair).
         num_negatives: K, the number of negatives per (anchor, positive) pair.
         margin: triplet margin ``>= 0`` (``psi="triplet"`` only).
+        reduction: ``"mean"`` (over the P pairs, the authors' normalisation), ``"sum"``,
+            ``"none"`` (the per-pair values in pair order, see
+            :func:`theory.hcl.positive_pairs`) or ``"anchor_mean"`` (SupCon's per-anchor average);
+            docs/hcl.md#reductions.
         self_positive: the anchor counts as one of its own positives (authors' code).
         self_negative: unsupervised only: the anchor may be drawn as its own negative.
-        generator: ``torch.Generator`` for the sampled estimator (reproducible draws).
-        num_classes: optional ``C``; labels must then be ``< C``.
+        generator: the sampled estimator's randomness: one ``torch.Generator`` draws the
+            ``(P, K)`` float64 uniforms of all pairs of all runs, in pair order (run ``r`` uses
+            rows ``P_0 + ... + P_{r-1}`` onwards); a sequence of ``R`` generators draws run ``r``'s
+            ``(P_r, K)`` block from ``generator[r]`` (so run ``r`` equals the separate call with
+            that generator; it reads the per-run pair counts on the host). ``None``: torch's
+            default generator.
+        num_classes: optional ``C``; labels must then lie in ``[0, C)`` (checked with
+            ``check_inputs``).
         detach_weights: no gradient through ``q_i`` (authors' code). ``False`` differentiates the
             exact expectation through the weights too (expectation estimator only).
-        positive_groups: optional ``(B,)`` integer ids defining positives instead of ``labels``
-            (members with the same id are positives), e.g. instance ids of two augmented views,
-            while ``labels`` still define the supervised negatives. Members of one group must
-            share a label.
+        positive_groups: optional integer ids of the shape of ``labels`` defining positives
+            instead of ``labels`` (members with the same id are positives), e.g. instance ids of
+            two augmented views, while ``labels`` still define the supervised negatives. Members of
+            one group must share a label.
+        check_inputs: run the data-dependent checks (finite ``z`` whose similarities cannot
+            overflow, label range, a tensor ``beta`` finite and ``>= 0``, consistent groups, no
+            anchor with a pair but no negative, no run without a pair). They read tensor data on
+            the host (a synchronisation for device tensors); with ``False`` the forward pass
+            reads nothing (the pair count ``P`` aside) and an invalid input gives NaN or inf.
 
     Returns:
-        Scalar tensor: the mean over all ``P`` (anchor, positive) pairs.
+        Reductions ``"mean"``, ``"sum"``, ``"anchor_mean"``: a scalar for a 2-D ``z``, ``(R,)``
+        for a 3-D ``z``. ``"none"``: ``(P,)`` per-pair values (all runs, in pair order).
+
+    Shape:
+        ``z`` ``(B, d)`` or ``(R, B, d)``; ``labels`` ``(B,)`` or ``(R, B)`` -> ``()`` or ``(R,)``
+        (``(P,)`` with ``reduction="none"``).
 
     Raises:
-        ValueError: ``tau <= 0``, ``beta < 0``, unknown option, shape mismatch, labels out of
-            range, no (anchor, positive) pair in the batch, or an anchor with a pair but an
-            empty negative set.
+        ValueError: an invalid option (named), a shape mismatch, an empty batch, labels out of
+            range, no (anchor, positive) pair, an anchor with a pair but an empty negative set
+            (naming the run and the anchor), or ``z`` non-finite or too large for its dtype.
     """
-    one_of("setting", setting, SETTINGS)
-    one_of("psi", psi, PSI_FORMS)
-    one_of("estimator", estimator, ESTIMATORS)
-    tau = real("tau", tau, lo=0.0, lo_open=True)
-    beta_is_tensor = isinstance(beta, torch.Tensor) and beta.dim() == 1
-    if isinstance(beta, torch.Tensor) and beta.dim() > 1:
-        raise ValueError(f"beta must be a scalar or a (B,) tensor, got shape {tuple(beta.shape)}")
-    if beta_is_tensor:
-        if bool((beta < 0).any()) or not bool(torch.isfinite(beta).all()):
-            raise ValueError("beta must be finite and >= 0 for every anchor")
-    else:
-        beta = real("beta", beta, lo=0.0)
-    num_negatives = integer("num_negatives", num_negatives, lo=1)
-    margin = real("margin", margin, lo=0.0, allow_inf=True)
-    if not isinstance(z, torch.Tensor) or z.dim() != 2:
-        raise ValueError("z must be a 2-D tensor (B, d)")
-    z = as_float_tensor(z)
-    B = z.shape[0]
-    labels = as_labels(labels, B, z.device, num_classes)
-    if beta_is_tensor and beta.shape != (B,):
-        raise ValueError(f"a per-anchor beta must have shape ({B},), got {tuple(beta.shape)}")
+    opts = _options(
+        setting=setting,
+        tau=tau,
+        psi=psi,
+        estimator=estimator,
+        num_negatives=num_negatives,
+        margin=margin,
+        reduction=reduction,
+        self_positive=self_positive,
+        self_negative=self_negative,
+        detach_weights=detach_weights,
+        num_classes=num_classes,
+        check_inputs=check_inputs,
+    )
+    return _loss(opts, z, labels, beta, positive_groups=positive_groups, generator=generator)
 
-    groups = labels if positive_groups is None else as_labels(positive_groups, B, z.device, None)
-    rows, cols = _positive_pairs(groups, self_positive)  # the P (anchor, positive) pairs
-    num_pairs = rows.numel()
-    if num_pairs == 0:
+
+# ----------------------------------------------------------------------------- the kernel
+
+
+def _run_ids(x: Any, name: str, R: int, B: int, single: bool, device: torch.device) -> torch.Tensor:
+    """Integer ids ``(R, B)`` from ``(B,)`` (or ``(R, B)`` for stacked runs); shape errors name ``name``."""
+    t = integer_tensor(as_tensor(x, name, device=device), name)
+    if single:
+        if t.shape != (B,):
+            raise ValueError(f"{name} must have shape ({B},) to match z, got {tuple(t.shape)}")
+        return t[None]
+    if t.shape == (B,):
+        return t[None].expand(R, B)
+    if t.shape != (R, B):
+        raise ValueError(f"{name} must have shape ({R}, {B}) or ({B},) to match z, got {tuple(t.shape)}")
+    return t
+
+
+def _beta_rows(beta: Any, R: int, B: int, single: bool, z: torch.Tensor, check: bool) -> torch.Tensor:
+    """A tensor ``beta`` as one value per anchor row ``(R B,)`` in ``z``'s dtype and device."""
+    b = as_tensor(beta, "beta", device=z.device)
+    if b.is_complex() or b.dtype == torch.bool:
+        raise ValueError(f"beta must be real, got dtype {b.dtype}")
+    b = b.to(z.dtype)
+    shapes = [(B,)] if single else [(R,), (R, B)]
+    if tuple(b.shape) not in shapes:
         raise ValueError(
-            "no (anchor, positive) pair in the batch: every class is a singleton and "
+            f"beta must be a scalar or a tensor of shape {' or '.join(map(str, shapes))}, got {tuple(b.shape)}"
+        )
+    if check and not bool(torch.isfinite(b).all() & (b >= 0).all()):
+        raise ValueError("beta must be finite and >= 0 for every run and anchor")
+    if not single and b.shape == (R,):
+        b = b[:, None].expand(R, B)
+    return b.reshape(-1)
+
+
+def _where(run: int, single: bool) -> str:
+    return "" if single else f"run {run}: "
+
+
+def _loss(
+    opts: _Options,
+    z: Any,
+    labels: Any,
+    beta: Any,
+    *,
+    positive_groups: Any = None,
+    generator: Generators = None,
+) -> torch.Tensor:
+    """The loss for validated options; every call path (functions, modules) goes through here."""
+    zt = as_float_tensor(z, "z")
+    if zt.dim() not in (2, 3):
+        raise ValueError(f"z must be a 2-D (B, d) or 3-D (R, B, d) tensor, got shape {tuple(zt.shape)}")
+    single = zt.dim() == 2
+    z3 = zt[None] if single else zt
+    R, B, _ = z3.shape
+    if B == 0 or R == 0:
+        raise ValueError(f"z must hold at least one embedding per run (B >= 1), got shape {tuple(zt.shape)}")
+    beta_f = _scalar_beta(beta)
+    beta_t = None if beta_f is not None else _beta_rows(beta, R, B, single, z3, opts.check_inputs)
+    lab = _run_ids(labels, "labels", R, B, single, z3.device)
+    grp = (
+        None
+        if positive_groups is None
+        else _run_ids(positive_groups, "positive_groups", R, B, single, z3.device)
+    )
+    check = opts.check_inputs
+    if check:
+        check_label_range(lab, "labels", opts.num_classes)
+        check_embeddings(z3, "z", scale=1.0 / opts.tau)
+    N = R * B
+    by_label = _compact(lab.reshape(R, B))
+    by_group = by_label if grp is None else _compact(grp.reshape(R, B))
+    rows, cols, npos = _pair_list(by_group, opts.self_positive)
+    if rows.numel() == 0:
+        raise ValueError(
+            "no (anchor, positive) pair in the batch: every positive group is a singleton and "
             "self_positive=False; the loss is undefined"
         )
-    if positive_groups is not None and bool((labels[rows] != labels[cols]).any()):
-        raise ValueError("positive_groups must not put members with different labels in one group")
-    # Negative sets: `allowed` (B, B) bool, or None when every batch member is allowed.
-    if setting == "supervised":
-        class_size = torch.bincount(labels)[labels]
-        starving = class_size[rows] == B
-        allowed = labels[:, None] != labels[None, :]
+    lab_flat = lab.reshape(-1)
+    pair_flat = rows * B + cols  # cols: the positive's position within the run
+    if check and grp is not None:
+        same_run_cols = rows - rows % B + cols  # flat index of the positive
+        if bool((lab_flat.index_select(0, rows) != lab_flat.index_select(0, same_run_cols)).any()):
+            raise ValueError("positive_groups must not put members with different labels in one group")
+    # The excluded negatives, as flat positions of the (N, B) similarity rows.
+    if opts.setting == "supervised":
+        if grp is None and opts.self_positive:  # the excluded negatives are the pairs themselves
+            blocked: torch.Tensor | None = pair_flat
+        else:
+            same_rows, same_cols, _ = _pair_list(by_label, True)
+            blocked = same_rows * B + same_cols
+        n_allowed = B - by_label.counts.index_select(0, by_label.ids)
     else:
-        starving = torch.full_like(rows, B == 1 and not self_negative, dtype=torch.bool)
-        allowed = None if self_negative else ~torch.eye(B, dtype=torch.bool, device=z.device)
+        a = torch.arange(N, device=z3.device)
+        blocked = None if opts.self_negative else a * B + a % B  # the anchors themselves
+        n_allowed = torch.full((N,), B if opts.self_negative else B - 1, device=z3.device)
+    if check:
+        _check_negatives(n_allowed, npos, lab_flat, R, B, single, opts.setting)
+        if not single:
+            empty = npos.view(R, B).sum(dim=1) == 0
+            if bool(empty.any()):
+                r = int(torch.nonzero(empty)[0])
+                raise ValueError(
+                    f"run {r} has no (anchor, positive) pair (every positive group a singleton and "
+                    "self_positive=False); its loss is undefined: leave the run out of the stack"
+                )
+    red = _reduction(opts.reduction, rows, npos, R, B, z3.dtype)
+    out = _per_pair(opts, z3, rows, pair_flat, blocked, n_allowed, beta_f, beta_t, npos, generator, red)
+    return out[0] if single and red is not None else out
+
+
+def _check_negatives(
+    n_allowed: torch.Tensor,
+    npos: torch.Tensor,
+    labels: torch.Tensor,
+    R: int,
+    B: int,
+    single: bool,
+    setting: str,
+) -> None:
+    starving = (n_allowed == 0) & (npos > 0)
     if bool(starving.any()):
-        i = int(rows[starving][0])
+        a = int(torch.nonzero(starving)[0])
+        r, i = divmod(a, B)
         raise ValueError(
-            f"anchor {i} (label {int(labels[i])}) has an empty negative set in setting={setting!r} "
-            "(a batch with a single class?); the loss is undefined"
+            f"{_where(r, single)}anchor {i} (label {int(labels[a])}) has an empty negative set in "
+            f"setting={setting!r} (a batch with a single class?); the loss is undefined"
+            + ("" if single else ": leave the run out of the stack")
         )
 
-    S = z @ z.T
-    beta_w = beta.to(S.dtype)[:, None] if beta_is_tensor else beta
-    if estimator == "expectation" and psi != "triplet" and detach_weights:
-        shift = math.log(num_negatives) if psi == "sum" else 0.0
-        return _ExpectedPsi.apply(S, rows, cols, allowed, beta_w, tau, shift)
 
-    if allowed is None:
-        allowed = torch.ones(B, B, dtype=torch.bool, device=z.device)
-    S_w = S.detach() if detach_weights else S
-    logq = tilted_log_weights(S_w, allowed, beta_w if not beta_is_tensor else beta_w[:, 0])
-    if estimator == "expectation":
-        if psi == "triplet":
-            c = S / tau - margin  # c[i, j]: hinge threshold of pair (i, j)
-            per_pair = expected_hinge(torch.exp(logq), S / tau, c)[rows, cols]
-        else:  # weights differentiated too (detach_weights=False)
-            m = log_expected_exp(logq, S, tau)
-            shift = math.log(num_negatives) if psi == "sum" else 0.0
-            per_pair = F.softplus(m[rows] + shift - S[rows, cols] / tau)
-        return per_pair.sum() / num_pairs
+def two_view_contrastive_loss(z1: Any, z2: Any, labels: Any, **kwargs: Any) -> torch.Tensor:
+    """SCL / UCL family on two augmented views with labels (docs/hcl.md#instance-positives-and-two-views).
 
-    if not detach_weights:
-        raise ValueError("detach_weights=False is only defined for estimator='expectation'")
-    flat_idx = sample_negatives(logq, rows, num_negatives, generator, flat=True)  # (P, K)
-    # (P, K) sampled differences S[i, n_r] - S[i, j]; gradients flow through S, never a (P, K, d).
-    t = torch.take(S, flat_idx) - S[rows, cols][:, None]
-    per_pair = apply_psi(t, psi, tau=tau, margin=margin)
-    return per_pair.sum() / num_pairs
+    The embeddings ``cat(z1, z2)`` (along the batch axis) with labels ``cat(labels, labels)`` go
+    through :func:`contrastive_loss`; each view's other view is then one of its positives
+    (SupCon-style), and the pair order is that of the concatenated batch.
 
+    Args:
+        z1: first views ``(B, d)`` or ``(R, B, d)``.
+        z2: second views, the shape of ``z1``.
+        labels: ``(B,)`` (or ``(R, B)`` for stacked runs).
+        **kwargs: those of :func:`contrastive_loss` (``setting`` required).
 
-def _positive_pairs(groups: torch.Tensor, self_positive: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """All (anchor, positive) index pairs ``(i, j)`` with ``groups[i] == groups[j]``.
+    Returns:
+        As :func:`contrastive_loss` on the ``2B`` embeddings.
 
-    Rows ascending, columns ascending within a row (the order of ``nonzero`` on the pair mask),
-    built in O(P) from the sorted groups instead of a ``(B, B)`` mask. ``self_positive=False``
-    drops ``j == i``.
+    Raises:
+        ValueError: ``z1`` and ``z2`` differ in shape, and every error of :func:`contrastive_loss`.
     """
-    B = groups.numel()
-    device = groups.device
-    order = torch.argsort(groups, stable=True)
-    counts = torch.bincount(groups)
-    starts = torch.cumsum(counts, 0) - counts
-    per_anchor = counts[groups]
-    rows = torch.repeat_interleave(torch.arange(B, device=device), per_anchor)
-    block_start = torch.cumsum(per_anchor, 0) - per_anchor
-    offsets = torch.arange(rows.numel(), device=device) - block_start[rows]
-    cols = order[starts[groups[rows]] + offsets]
-    if not self_positive:
-        keep = rows != cols
-        rows, cols = rows[keep], cols[keep]
-    return rows, cols
-
-
-def two_view_contrastive_loss(
-    z1: torch.Tensor, z2: torch.Tensor, labels: torch.Tensor, **kwargs
-) -> torch.Tensor:
-    """SCL / UCL family on two augmented views with labels.
-
-    The ``2B`` embeddings ``cat(z1, z2)`` with labels ``cat(labels, labels)`` go through
-    :func:`contrastive_loss`; each view's other view is then one of its positives (SupCon-style).
-    ``kwargs`` are those of :func:`contrastive_loss` (``setting`` required).
-    """
-    if not isinstance(z1, torch.Tensor) or not isinstance(z2, torch.Tensor) or z1.shape != z2.shape:
-        raise ValueError("z1 and z2 must be tensors of the same shape (B, d)")
-    labels = torch.as_tensor(labels, device=z1.device)
-    return contrastive_loss(torch.cat([z1, z2]), torch.cat([labels, labels]), **kwargs)
-
-
-def _named(name: str, doc: str):
-    """The loss function of method ``name`` of :data:`theory.options.METHODS`: its setting, and
-    beta = 0 (SCL, UCL) or a required beta > 0 (HSCL, HUCL).
-    """
-    setting, hard = METHODS[name]
-    default_beta = None if hard else 0.0
-
-    def loss(z, labels, beta: float | None = None, **kwargs):
-        if beta is None:
-            if default_beta is None:
-                raise ValueError(f"{name} needs beta > 0 (hardness)")
-            beta = default_beta
-        if default_beta == 0.0 and float(beta) != 0.0:
-            raise ValueError(f"{name} has beta = 0; use H{name} for beta > 0")
-        if default_beta is None and not float(beta) > 0.0:
-            raise ValueError(f"{name} needs beta > 0 (hardness), got {beta}; use {name[1:]} for beta = 0")
-        return contrastive_loss(z, labels, setting=setting, beta=beta, **kwargs)
-
-    loss.__name__ = name
-    loss.__qualname__ = name
-    loss.__doc__ = doc
-    return loss
-
-
-SCL = _named("SCL", "Supervised contrastive loss: ``contrastive_loss(setting='supervised', beta=0)``.")
-HSCL = _named("HSCL", "Hard-negative SCL: ``contrastive_loss(setting='supervised', beta=beta)``, beta > 0.")
-UCL = _named("UCL", "Unsupervised contrastive loss: ``contrastive_loss(setting='unsupervised', beta=0)``.")
-HUCL = _named("HUCL", "Hard-negative UCL: ``contrastive_loss(setting='unsupervised', beta=beta)``, beta > 0.")
+    a = as_float_tensor(z1, "z1")
+    b = as_float_tensor(z2, "z2")
+    if a.shape != b.shape or a.dim() not in (2, 3):
+        raise ValueError(
+            f"z1 and z2 must be tensors of the same shape (B, d) or (R, B, d), got {tuple(a.shape)} and {tuple(b.shape)}"
+        )
+    if kwargs.get("check_inputs", True):
+        for name, t in (("z1", a), ("z2", b)):
+            if not bool(torch.isfinite(t).all()):
+                raise ValueError(f"{name} must be finite (found NaN or inf)")
+    lab = as_tensor(labels, "labels", device=a.device)
+    return contrastive_loss(torch.cat([a, b], dim=-2), torch.cat([lab, lab], dim=-1), **kwargs)

@@ -1,11 +1,11 @@
 """Closed-form optima of the SCL / UCL / HUCL losses at Neural Collapse.
 
-Notation (DESIGN.md, spec/hcl.md §2-§3): ``C`` (``num_classes``) classes, ``K``
+Notation (DESIGN.md, docs/hcl.md#theory): ``C`` (``num_classes``) classes, ``K``
 (``num_negatives``) negatives per (anchor, positive) pair, ``tau`` temperature, ``beta``
 hardness, ``t_i = z.z^-_i - z.z^+``. At Neural Collapse (NC) the positive score is 1, a
 same-class negative has ``t = 0`` and an other-class negative has ``t = a := -C/(C-1)``.
 
-The psi family is the one of :func:`theory.hcl.psi.apply_psi` (spec/hcl.md §2.1), always
+The psi family is the one of :func:`theory.hcl.psi.apply_psi` (docs/hcl.md#the-psi-family), always
 applied to ``t/tau``:
 
 * ``"mean"``: ``psi(t) = log(1 + (1/K) sum_i exp(t_i/tau))`` (the authors' form);
@@ -16,7 +16,7 @@ Which closed form matches which estimator of :func:`theory.hcl.losses.contrastiv
 
 * ``estimator="sampled"`` draws K negatives i.i.d. from the (tilted) law ``q`` and evaluates
   ``psi_K``; its expectation at NC is the **binomial mixture**
-  ``sum_m Binom(m; K, q) psi_K(0^m, a^(K-m))`` (spec/hcl.md §3.5-§3.6). This is the population
+  ``sum_m Binom(m; K, q) psi_K(0^m, a^(K-m))`` (docs/hcl.md#the-ucl-optimum-t6, docs/hcl.md#hucl-at-neural-collapse-t7). This is the population
   loss of the theory: :func:`ucl_optimum`, :func:`hucl_at_nc` (``estimator="sampled"``).
 * ``estimator="expectation"`` replaces the K-sample average *inside* the log by its exact
   expectation: ``log(1 + E_q exp(t/tau))`` (mean) or ``log(1 + K E_q exp(t/tau))`` (sum). At NC
@@ -29,6 +29,12 @@ Which closed form matches which estimator of :func:`theory.hcl.losses.contrastiv
 
 Defaults: ``tau`` = :data:`theory.options.HCL_TAU`, ``num_negatives`` =
 :data:`theory.options.NUM_NEGATIVES`, ``margin`` = :data:`theory.options.MARGIN`.
+
+Memory (docs/hcl.md#optimal-values): the binomial mixtures are exact sums over ``m = 0..K`` up to
+``K = EXACT_NEGATIVES``; above, they sum over the window ``|m - K q| <= t`` that holds all but
+``TAIL_MASS`` of the binomial mass (Bernstein's inequality), i.e. O(sqrt(K q (1 - q))) terms, with
+an absolute error below ``TAIL_MASS * max|psi|``. ``num_negatives`` above ``MAX_NEGATIVES`` is
+rejected.
 """
 
 from __future__ import annotations
@@ -44,6 +50,9 @@ from theory.options import ESTIMATORS, HCL_TAU, MARGIN, NUM_NEGATIVES, PSI_FORMS
 from theory.validation import integer, one_of, real
 
 __all__ = [
+    "EXACT_NEGATIVES",
+    "MAX_NEGATIVES",
+    "TAIL_MASS",
     "etf_negative_gap",
     "collision_probability",
     "collision_probability_batch",
@@ -61,19 +70,31 @@ __all__ = [
 # validation helpers
 
 
+#: Binomial mixtures with ``K`` up to this are exact sums over all ``K + 1`` terms.
+EXACT_NEGATIVES = 1 << 16
+
+#: Largest ``num_negatives`` the closed forms accept (the window of a mixture then holds at most
+#: about 5e5 terms).
+MAX_NEGATIVES = 10**9
+
+#: Binomial mass left outside the window of a mixture with ``K > EXACT_NEGATIVES`` terms: the
+#: absolute error is below ``TAIL_MASS * max|psi|``.
+TAIL_MASS = 1e-20
+
 _check_C = functools.partial(integer, "num_classes", lo=2)
-_check_K = functools.partial(integer, "num_negatives", lo=1)
+_check_K = functools.partial(integer, "num_negatives", lo=1, hi=MAX_NEGATIVES)
 _check_tau = functools.partial(real, "tau", lo=0.0, lo_open=True)
 _check_beta = functools.partial(real, "beta", lo=0.0)
 _check_margin = functools.partial(real, "margin", lo=0.0)
 
 
-def _check_psi_args(psi, tau, num_negatives, margin) -> tuple[str, float, int, float]:
+def _check_psi_args(psi: str, tau: float, num_negatives: int, margin: float) -> tuple[str, float, int, float]:
     """Validated ``(psi, tau, K, margin)``: the arguments shared by every closed-form value."""
     return one_of("psi", psi, PSI_FORMS), _check_tau(tau), _check_K(num_negatives), _check_margin(margin)
 
 
-def _check_prob(q, name: str = "q") -> float:
+def _check_prob(q: float, name: str = "q") -> float:
+    """``q`` as a probability in ``[0, 1]``."""
     return real(name, q, lo=0.0, hi=1.0)
 
 
@@ -86,7 +107,7 @@ def etf_negative_gap(num_classes: int) -> float:
 def collision_probability(num_classes: int, beta: float) -> float:
     """Population probability that an exponentially tilted UCL negative is same-class at NC.
 
-    ``q(beta) = e^beta / (e^beta + (C-1) e^(-beta/(C-1)))`` (uniform priors; spec/hcl.md §3.6),
+    ``q(beta) = e^beta / (e^beta + (C-1) e^(-beta/(C-1)))`` (uniform priors; docs/hcl.md#hucl-at-neural-collapse-t7),
     computed stably as ``sigmoid(beta C/(C-1) - log(C-1))``. ``q(0) = 1/C``; ``C = num_classes``.
     """
     C = _check_C(num_classes)
@@ -96,7 +117,7 @@ def collision_probability(num_classes: int, beta: float) -> float:
 
 
 def collision_probability_batch(
-    counts: Sequence[int], beta: float, *, self_negative: bool = True
+    counts: Sequence[int] | np.ndarray, beta: float, *, self_negative: bool = True
 ) -> np.ndarray:
     """Per-class collision probability of the batch's tilted law at an exact NC batch.
 
@@ -104,24 +125,23 @@ def collision_probability_batch(
     is that of all ``C`` classes even if some count is 0). An anchor of class ``c`` draws from all
     batch members with weight ``exp(beta z_i.z_n)``: ``n_same = counts[c]`` (or ``counts[c]-1``
     without self-negatives) members at score 1 and ``B - counts[c]`` at ``-1/(C-1)``:
-    ``q_c = n_same e^beta / (n_same e^beta + n_other e^(-beta/(C-1)))`` (spec/hcl.md §2.5, §3.6).
+    ``q_c = n_same e^beta / (n_same e^beta + n_other e^(-beta/(C-1)))`` (docs/hcl.md#the-batched-loss, docs/hcl.md#hucl-at-neural-collapse-t7).
 
     Shapes: ``counts`` ``(C,)`` -> ``(C,)`` float64 (``nan`` for classes with no negatives at all).
 
     Raises:
         ValueError: fewer than 2 classes, negative counts, or ``beta < 0``.
     """
-    counts = np.asarray(counts)
-    if counts.ndim != 1 or counts.size < 2:
-        raise ValueError(f"counts must be a 1-D sequence of C >= 2 class counts, got shape {counts.shape}")
-    if not np.issubdtype(counts.dtype, np.integer) or (counts < 0).any():
-        raise ValueError(f"counts must be non-negative integers, got {counts.tolist()}")
+    n = np.asarray(counts)
+    if n.ndim != 1 or n.size < 2:
+        raise ValueError(f"counts must be a 1-D sequence of C >= 2 class counts, got shape {n.shape}")
+    if not np.issubdtype(n.dtype, np.integer) or (n < 0).any():
+        raise ValueError(f"counts must be non-negative integers, got {n.tolist()}")
     beta = _check_beta(beta)
-    C = counts.size
-    B = int(counts.sum())
-    n_same = counts - (0 if self_negative else 1)
-    n_same = np.maximum(n_same, 0).astype(np.float64)
-    n_other = (B - counts).astype(np.float64)
+    C = n.size
+    B = int(n.sum())
+    n_same = np.maximum(n - (0 if self_negative else 1), 0).astype(np.float64)
+    n_other = (B - n).astype(np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         logit = np.log(n_same) - np.log(n_other) + beta * C / (C - 1)
         q = np.where(
@@ -142,16 +162,47 @@ def binomial_mixture(
     num_negatives: int = NUM_NEGATIVES,
     margin: float = MARGIN,
 ) -> float:
-    """``E_{m ~ Binom(K, q)} psi_K(0^m, a^(K-m))`` with ``a = -C/(C-1)`` (spec/hcl.md §3.5-§3.6).
+    """``E_{m ~ Binom(K, q)} psi_K(0^m, a^(K-m))`` with ``a = -C/(C-1)`` (docs/hcl.md#hucl-at-neural-collapse-t7).
 
     The expected value of the K-sample (``estimator="sampled"``) loss at NC when each negative is
-    same-class with probability ``q`` independently. Exact sum over ``m = 0..K`` in log space.
+    same-class with probability ``q`` independently. In log space; an exact sum over ``m = 0..K``
+    for ``K <= EXACT_NEGATIVES``, else over the Bernstein window holding all but ``TAIL_MASS`` of
+    the mass (O(sqrt(K)) memory, absolute error below ``TAIL_MASS * max|psi|``).
+
+    Args:
+        q: collision probability in ``[0, 1]``.
+        num_classes: ``C >= 2``.
+        psi: the psi form.
+        tau: temperature ``> 0``.
+        num_negatives: ``K`` in ``[1, MAX_NEGATIVES]``.
+        margin: triplet margin ``>= 0``.
+
+    Returns:
+        The mixture value.
+
+    Raises:
+        ValueError: an argument out of range (named).
     """
     q = _check_prob(q)
     C = _check_C(num_classes)
     psi, tau, K, margin = _check_psi_args(psi, tau, num_negatives, margin)
+    return _binomial_mixture(q, C, psi, tau, K, margin, EXACT_NEGATIVES)
+
+
+def _binomial_window(K: int, q: float) -> tuple[int, int]:
+    """``[lo, hi]``: ``P(|Binom(K, q) - K q| > t) <= TAIL_MASS`` outside (Bernstein's inequality)."""
+    L = math.log(2.0 / TAIL_MASS)
+    t = L / 3.0 + math.sqrt(L * L / 9.0 + 2.0 * L * K * q * (1.0 - q))
+    return max(0, math.floor(K * q - t)), min(K, math.ceil(K * q + t))
+
+
+def _binomial_mixture(
+    q: float, C: int, psi: str, tau: float, K: int, margin: float, exact_limit: int
+) -> float:
+    """:func:`binomial_mixture` on validated arguments (window above ``exact_limit``)."""
     a = -C / (C - 1)
-    m = np.arange(K + 1, dtype=np.float64)
+    lo, hi = (0, K) if K <= exact_limit else _binomial_window(K, q)
+    m = np.arange(lo, hi + 1, dtype=np.float64)
     pmf = binom.pmf(m, K, q)
     if psi == "triplet":
         vals = (m * margin + (K - m) * max(0.0, a / tau + margin)) / K
@@ -199,7 +250,7 @@ def scl_optimum(
     num_negatives: int = NUM_NEGATIVES,
     margin: float = MARGIN,
 ) -> float:
-    """``L*_SCL = psi_K(-C/(C-1), ..., -C/(C-1))`` (spec/hcl.md §3.3, claims T4/T5).
+    """``L*_SCL = psi_K(-C/(C-1), ..., -C/(C-1))`` (docs/hcl.md#the-scl-optimum-t4-t5, claims T4/T5).
 
     The minimum of the SCL and HSCL losses over representations in the unit ball (or sphere) with
     ``d >= C-1``, attained at NC. ``mean``: ``log(1 + e^(a/tau))``; ``sum``:
@@ -217,7 +268,7 @@ def ucl_optimum(
     num_negatives: int = NUM_NEGATIVES,
     margin: float = MARGIN,
 ) -> float:
-    """``L*_UCL = sum_m Binom(m; K, 1/C) psi_K(0^m, (-C/(C-1))^(K-m))`` (spec/hcl.md §3.5, T6).
+    """``L*_UCL = sum_m Binom(m; K, 1/C) psi_K(0^m, (-C/(C-1))^(K-m))`` (docs/hcl.md#the-ucl-optimum-t6, claim T6).
 
     The minimum of the population UCL loss (conditionally independent views, uniform priors,
     unit ball, ``d >= C-1``), attained at NC. Strictly above :func:`scl_optimum`.
@@ -236,7 +287,7 @@ def hucl_at_nc(
     margin: float = MARGIN,
     estimator: str = "sampled",
 ) -> float:
-    """Population HUCL loss at NC with exponential tilting (spec/hcl.md §3.6, claim T7).
+    """Population HUCL loss at NC with exponential tilting (docs/hcl.md#hucl-at-neural-collapse-t7, claim T7).
 
     ``estimator="sampled"`` (the theory's population loss, the expectation of the K-sample loss):
     ``sum_m Binom(m; K, q(beta)) psi_K(0^m, a^(K-m))``; ``"expectation"``: the plug-in value
@@ -250,7 +301,7 @@ def hucl_at_nc(
 
 
 def hucl_at_nc_batch(
-    counts: Sequence[int],
+    counts: Sequence[int] | np.ndarray,
     beta: float,
     *,
     psi: str = "mean",
@@ -261,7 +312,7 @@ def hucl_at_nc_batch(
     self_positive: bool = True,
     self_negative: bool = True,
 ) -> float:
-    """Batched HUCL loss (spec/hcl.md §2.5) of an exact NC batch with given class counts.
+    """Batched HUCL loss (docs/hcl.md#the-batched-loss) of an exact NC batch with given class counts.
 
     Per anchor of class ``c`` the value is the binomial mixture (``estimator="sampled"``, the
     expectation over the K draws) or the plug-in value (``"expectation"``, exact) at the batch's
@@ -276,10 +327,10 @@ def hucl_at_nc_batch(
     """
     one_of("estimator", estimator, ESTIMATORS)
     q = collision_probability_batch(counts, beta, self_negative=self_negative)
-    counts = np.asarray(counts)
-    C = counts.size
-    npos = counts if self_positive else np.maximum(counts - 1, 0)
-    weights = counts * npos
+    n = np.asarray(counts)
+    C = n.size
+    npos = n if self_positive else np.maximum(n - 1, 0)
+    weights = n * npos
     if weights.sum() == 0:
         raise ValueError("no (anchor, positive) pair in the batch; the loss is undefined")
     f = binomial_mixture if estimator == "sampled" else plugin_value
@@ -299,7 +350,7 @@ def weak_bound(
     """``psi_K(-1, ..., -1)``: the UCL/HUCL lower bound without conditional independence.
 
     Jensen over everything: ``E[z.z^-] = ||E z||^2 >= 0`` for a marginal negative and
-    ``E[z.z^+] <= 1`` (spec/hcl.md §3.6). ``mean``: ``log(1 + e^(-1/tau))``; ``sum``:
+    ``E[z.z^+] <= 1`` (docs/hcl.md#hucl-at-neural-collapse-t7). ``mean``: ``log(1 + e^(-1/tau))``; ``sum``:
     ``log(1 + K e^(-1/tau))``; ``triplet``: ``max(0, margin - 1/tau)``.
     """
     psi, tau, K, margin = _check_psi_args(psi, tau, num_negatives, margin)

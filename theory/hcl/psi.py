@@ -1,6 +1,6 @@
 """The psi family of the hard-negative paper: one implementation, in torch and as numpy functions.
 
-Notation (spec/hcl.md §2.1): ``t`` ``(..., K)`` the score differences ``z.z^-_r - z.z^+`` of the
+Notation (docs/hcl.md#the-psi-family): ``t`` ``(..., K)`` the score differences ``z.z^-_r - z.z^+`` of the
 ``K`` (``num_negatives``) negatives of one (anchor, positive) pair; psi is applied to ``t / tau``:
 
 * ``"mean"`` (the authors' form): ``log(1 + (1/K) sum_r exp(t_r / tau))``;
@@ -19,6 +19,7 @@ import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -26,7 +27,7 @@ import torch.nn.functional as F
 from scipy.special import logsumexp
 
 from theory.options import HCL_TAU, MARGIN, PSI_FORMS
-from theory.validation import integer, one_of, real
+from theory.validation import as_float_tensor, integer, one_of, real
 
 __all__ = ["apply_psi", "Psi", "make_psi", "random_psi"]
 
@@ -35,18 +36,27 @@ _check_tau = functools.partial(real, "tau", lo=0.0, lo_open=True)
 _check_margin = functools.partial(real, "margin", lo=0.0)
 
 
-def apply_psi(
-    t: torch.Tensor, psi: str = "mean", *, tau: float = HCL_TAU, margin: float = MARGIN
-) -> torch.Tensor:
-    """The psi family of spec/hcl.md §2.1 applied to ``t / tau``, over the last axis.
-
-    Shapes: ``t`` ``(..., K)`` differences ``S[i, n_r] - S[i, j]`` -> ``(...)``.
+def apply_psi(t: Any, psi: str = "mean", *, tau: float = HCL_TAU, margin: float = MARGIN) -> torch.Tensor:
+    """The psi family applied to ``t / tau``, over the last axis (docs/hcl.md#the-psi-family).
 
     * ``"mean"``: ``log(1 + (1/K) sum_r exp(t_r / tau))`` (the authors' form);
     * ``"sum"``: ``log(1 + sum_r exp(t_r / tau))``;
     * ``"triplet"``: ``(1/K) sum_r max(0, t_r / tau + margin)``.
 
-    Log-sum-exp throughout (finite for any finite ``t`` and ``tau > 0``).
+    Log-sum-exp throughout (finite for any finite ``t`` and ``tau > 0``). Jiang et al., arXiv
+    2311.05139 (the general loss class).
+
+    Args:
+        t: differences ``S[i, n_r] - S[i, j]`` ``(..., K)``.
+        psi: one of :data:`theory.options.PSI_FORMS`.
+        tau: temperature ``> 0``.
+        margin: triplet margin ``>= 0``.
+
+    Returns:
+        psi of each row of ``t``.
+
+    Shape:
+        ``(..., K)`` -> ``(...)``.
 
     Raises:
         ValueError: unknown ``psi``, ``tau <= 0``, ``margin < 0`` or ``t`` without a last axis.
@@ -54,8 +64,14 @@ def apply_psi(
     one_of("psi", psi, PSI_FORMS)
     tau = real("tau", tau, lo=0.0, lo_open=True)
     margin = real("margin", margin, lo=0.0, allow_inf=True)
-    if not isinstance(t, torch.Tensor) or t.dim() < 1 or t.shape[-1] < 1:
-        raise ValueError("t must be a tensor with a non-empty last axis (..., K)")
+    tt = as_float_tensor(t, "t")
+    if tt.dim() < 1 or tt.shape[-1] < 1:
+        raise ValueError(f"t must have a non-empty last axis (..., K), got shape {tuple(tt.shape)}")
+    return _apply_psi(tt, psi, tau, margin)
+
+
+def _apply_psi(t: torch.Tensor, psi: str, tau: float, margin: float) -> torch.Tensor:
+    """:func:`apply_psi` on validated arguments."""
     if psi == "triplet":
         return torch.relu(t / tau + margin).mean(dim=-1)
     lse = torch.logsumexp(t / tau, dim=-1)
@@ -78,7 +94,8 @@ class Psi:
     k: int
     fn: Callable[[np.ndarray], np.ndarray] = field(repr=False, compare=False)
 
-    def __call__(self, t) -> np.ndarray:
+    def __call__(self, t: Any) -> np.ndarray:
+        """``psi_k(t)`` of every row of ``t`` ``(..., k)``."""
         t = np.asarray(t, dtype=np.float64)
         if t.shape[-1:] != (self.k,):
             raise ValueError(f"t must have last dimension k={self.k}, got shape {t.shape}")
@@ -86,7 +103,7 @@ class Psi:
 
 
 def make_psi(psi: str = "mean", k: int = 1, *, tau: float = HCL_TAU, margin: float = MARGIN) -> Psi:
-    """The psi forms of :func:`apply_psi` as numpy functions (spec/hcl.md §2.1).
+    """The psi forms of :func:`apply_psi` as numpy functions (docs/hcl.md#the-psi-family).
 
     ``mean``: ``log(1 + mean_i exp(t_i/tau))``; ``sum``: ``log(1 + sum_i exp(t_i/tau))``;
     ``triplet``: ``mean_i max(0, t_i/tau + margin)``. Log-sum-exp throughout.
@@ -99,7 +116,7 @@ def make_psi(psi: str = "mean", k: int = 1, *, tau: float = HCL_TAU, margin: flo
     tau = _check_tau(tau)
     margin = _check_margin(margin)
 
-    def fn(t):  # the one psi implementation, apply_psi, on numpy input
+    def fn(t: Any) -> np.ndarray:  # the one psi implementation, apply_psi, on numpy input
         t = torch.as_tensor(np.asarray(t, dtype=np.float64))
         return apply_psi(t, psi, tau=tau, margin=margin).numpy()
 

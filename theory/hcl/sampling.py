@@ -1,43 +1,49 @@
 """Hardening functions, tilted negative laws and the two negative-average estimators.
 
-Notation: ``S`` similarity matrix ``(B, B)`` with ``S[i, n] = z_i . z_n``; ``allowed`` boolean
-``(B, B)`` mask of the negatives each anchor may draw; ``beta`` hardness; ``tau`` temperature;
-``K`` negatives per (anchor, positive) pair.
+Notation (docs/README.md#notation): ``S`` similarities ``(N, B)`` with ``S[i, n] = z_i . z_n`` (one
+row per anchor; ``N = B`` for one batch, ``N = R B`` for ``R`` stacked runs, whose rows hold only
+the members of their own run); ``allowed`` boolean ``(N, B)`` mask of the negatives each anchor
+may draw; ``beta`` hardness; ``tau`` temperature; ``K`` negatives per (anchor, positive) pair.
 
-The tilted law of anchor ``i`` (spec/hcl.md §1.3, §2.2, §2.5):
+The tilted law of anchor ``i`` (docs/hcl.md#the-tilted-law; arXiv 2311.05139):
 ``q_i(n) = eta(S[i, n]) / sum_{m allowed} eta(S[i, m])`` over its allowed negatives, with the
 exponential tilt ``eta(t) = exp(beta * t)`` (Robinson et al. 2021). ``beta = 0`` is the uniform
 (SCL / UCL) law.
 
-Two estimators of the per-pair negative average ``E_{n ~ q_i}[g(S[i, n])]``:
+Two estimators of the per-pair negative average ``E_{n ~ q_i}[g(S[i, n])]``
+(docs/hcl.md#the-two-estimators):
 
 * **expectation** (deterministic): the exact weighted average over the batch, computed in log
   space (:func:`log_expected_exp`, :func:`expected_hinge`);
-* **sampled** (the authors' Monte Carlo, quirk 4 of spec/hcl.md §8): ``K`` indices drawn with
-  replacement from ``q_i`` per pair (:func:`sample_negatives`), by inverse CDF on one flattened,
-  row-offset CDF so that a single ``searchsorted`` serves every pair.
+* **sampled** (the authors' Monte Carlo): ``K`` indices drawn with replacement from ``q_i`` per
+  pair (:func:`sample_negatives`) by Walker's alias method: one float64 uniform per draw, O(1)
+  work per draw, after an O(B log B) table per row (docs/hcl.md#sampled-estimator).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import torch
 
 from theory.options import HARDENINGS
-from theory.validation import one_of, real
+from theory.validation import as_tensor, integer, one_of, real
 
 __all__ = [
     "hardening",
     "tilted_log_weights",
     "log_expected_exp",
     "expected_hinge",
+    "AliasTable",
+    "alias_table",
     "sample_negatives",
+    "draw_uniforms",
 ]
 
 
 def hardening(eta: str = "exponential", **params: float) -> Callable[[torch.Tensor], torch.Tensor]:
-    """Return a non-negative, non-decreasing hardening function ``eta`` (spec/hcl.md §2.2).
+    """Return a non-negative, non-decreasing hardening function ``eta`` (docs/hcl.md#hardening-functions).
 
     Families (``eta``, one of :data:`theory.options.HARDENINGS`) and their parameters:
         ``"exponential"``: ``exp(beta * t)`` (param ``beta >= 0``);
@@ -69,65 +75,259 @@ def hardening(eta: str = "exponential", **params: float) -> Callable[[torch.Tens
     return lambda t: torch.where(t + shift > 0, torch.clamp(t + shift, min=0.0) ** power, torch.zeros_like(t))
 
 
-def tilted_log_weights(S: torch.Tensor, allowed: torch.Tensor, beta: float | torch.Tensor) -> torch.Tensor:
-    """Log of the exponentially tilted negative law, row-wise.
+def tilted_log_weights(S: Any, allowed: Any, beta: float | torch.Tensor) -> torch.Tensor:
+    """Log of the exponentially tilted negative law, row-wise (docs/hcl.md#the-tilted-law).
 
     ``log q[i, n] = beta S[i, n] - logsumexp_{m allowed} beta S[i, m]`` for allowed ``n``, and
-    ``-inf`` elsewhere. Shapes: ``S`` ``(B, B)``, ``allowed`` ``(B, B)`` bool, ``beta`` scalar or
-    ``(B,)`` (per anchor) -> ``(B, B)``. Stable for any ``beta`` (log-softmax). Rows with no allowed
-    entry return ``-inf`` everywhere (callers must not use them).
+    ``-inf`` elsewhere. Stable for any ``beta`` (a log-softmax). Rows with no allowed entry return
+    ``-inf`` everywhere (callers must not use them).
+
+    Args:
+        S: similarities ``(N, B)``.
+        allowed: bool ``(N, B)``.
+        beta: scalar, or ``(N,)`` (one hardness per row).
+
+    Returns:
+        ``(N, B)`` log-probabilities.
+
+    Raises:
+        ValueError: shapes differ, or ``beta`` is negative, non-finite or of the wrong shape.
     """
-    if S.shape != allowed.shape:
+    S = as_tensor(S, "S")
+    allowed = as_tensor(allowed, "allowed", device=S.device)
+    if S.shape != allowed.shape or S.dim() != 2:
         raise ValueError(f"allowed must have the shape of S {tuple(S.shape)}, got {tuple(allowed.shape)}")
     beta_t = torch.as_tensor(beta, dtype=S.dtype, device=S.device)
-    if beta_t.dim() > 1 or bool((beta_t < 0).any()) or not bool(torch.isfinite(beta_t).all()):
-        raise ValueError(f"beta must be a finite scalar or (B,) tensor >= 0, got {beta}")
-    empty = ~allowed.any(dim=1, keepdim=True)
-    any_empty = bool(empty.any())
-    if beta_t.dim() == 0 and float(beta_t) == 0.0:
+    if beta_t.dim() > 1 or (beta_t.dim() == 1 and beta_t.shape[0] != S.shape[0]):
+        raise ValueError(
+            f"beta must be a scalar or an ({S.shape[0]},) tensor, got shape {tuple(beta_t.shape)}"
+        )
+    if bool((beta_t < 0).any()) or not bool(torch.isfinite(beta_t).all()):
+        raise ValueError(f"beta must be finite and >= 0, got {beta}")
+    return _tilted_log_weights(
+        S, allowed, float(beta) if beta_t.dim() == 0 and not isinstance(beta, torch.Tensor) else beta_t
+    )
+
+
+def _tilted_log_weights(S: torch.Tensor, allowed: torch.Tensor, beta: float | torch.Tensor) -> torch.Tensor:
+    """:func:`tilted_log_weights` without validation and without reading the data on the host.
+
+    ``beta``: a Python float, or a 0-d / ``(N,)`` tensor of ``S``'s dtype and device.
+    """
+    if isinstance(beta, float) and beta == 0.0:
         # Uniform law: one pass, no exponentials.
         count = allowed.sum(dim=1, keepdim=True).clamp(min=1).to(S.dtype)
         return torch.where(allowed, -torch.log(count), torch.full_like(S, float("-inf")))
-    if beta_t.dim() == 1:
-        beta_t = beta_t[:, None]
-    logits = (beta_t * S).masked_fill_(~allowed, float("-inf"))
-    if not any_empty:  # log_softmax already gives -inf at the masked entries
-        return torch.log_softmax(logits, dim=1)
-    # Give empty rows a harmless finite row, then mark them -inf again (no NaN anywhere).
+    b = beta[:, None] if isinstance(beta, torch.Tensor) and beta.dim() == 1 else beta
+    logits = (S * b).masked_fill_(~allowed, float("-inf"))
+    # Rows with no allowed entry get a harmless finite row, then -inf again (no NaN anywhere).
+    empty = ~allowed.any(dim=1, keepdim=True)
     logq = torch.log_softmax(logits.masked_fill_(empty, 0.0), dim=1)
+    if logq.requires_grad:
+        return logq.masked_fill(~allowed, float("-inf"))
     return logq.masked_fill_(~allowed, float("-inf"))
 
 
-def log_expected_exp(logq: torch.Tensor, S: torch.Tensor, tau: float) -> torch.Tensor:
-    """``m_i = log E_{n ~ q_i}[exp(S[i, n] / tau)]`` by log-sum-exp, shape ``(B,)``.
+def log_expected_exp(logq: Any, S: Any, tau: float) -> torch.Tensor:
+    """``m_i = log E_{n ~ q_i}[exp(S[i, n] / tau)]`` by log-sum-exp (docs/hcl.md#expectation-estimator).
 
-    Rows whose ``logq`` is all ``-inf`` give ``-inf``.
+    Args:
+        logq: ``(N, B)`` log-probabilities of the tilted law (``-inf`` = not allowed).
+        S: ``(N, B)`` similarities.
+        tau: temperature ``> 0``.
+
+    Returns:
+        ``(N,)``; rows whose ``logq`` is all ``-inf`` give ``-inf``.
     """
-    return torch.logsumexp(torch.add(logq, S, alpha=1.0 / tau), dim=1)
+    tau = real("tau", tau, lo=0.0, lo_open=True)
+    lq = as_tensor(logq, "logq")
+    return torch.logsumexp(torch.add(lq, as_tensor(S, "S", device=lq.device), alpha=1.0 / tau), dim=1)
 
 
-def expected_hinge(q: torch.Tensor, a: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+def expected_hinge(q: Any, a: Any, c: Any) -> torch.Tensor:
     """``E[i, j] = sum_n q[i, n] * max(0, a[i, n] - c[i, j])`` without a ``(B, B, B)`` tensor.
 
-    Sorts each row of ``a`` (over the support of ``q``), forms cumulative sums of ``q`` and ``q a``
-    in decreasing order of ``a`` and reads them at the number of entries above each threshold
+    The triplet form of the expectation estimator (docs/hcl.md#expectation-estimator). Sorts each
+    row of ``a`` (over the support of ``q``), forms cumulative sums of ``q`` and ``q a`` in
+    decreasing order of ``a`` and reads them at the number of entries above each threshold
     (``searchsorted``): ``E = sum_{a > c} q a - c sum_{a > c} q``. O(B^2 log B) time, O(B^2) memory,
     differentiable in ``q``, ``a`` and ``c``.
 
-    Shapes: ``q`` ``(B, B)`` non-negative (zero outside the support), ``a`` ``(B, B)``,
-    ``c`` ``(B, J)`` -> ``(B, J)``.
+    Args:
+        q: ``(N, B)`` non-negative weights (zero outside the support).
+        a: ``(N, B)`` values.
+        c: ``(N, J)`` thresholds.
+
+    Returns:
+        ``(N, J)``.
     """
-    support = q > 0
-    keys = torch.where(support, a, torch.full_like(a, float("-inf"))).detach()
+    qt = as_tensor(q, "q")
+    at = as_tensor(a, "a", device=qt.device)
+    ct = as_tensor(c, "c", device=qt.device)
+    support = qt > 0
+    keys = torch.where(support, at, torch.full_like(at, float("-inf"))).detach()
     order = torch.argsort(keys, dim=1, descending=True)
-    q_sorted = torch.gather(q, 1, order)
-    a_sorted = torch.gather(torch.where(support, a, torch.zeros_like(a)), 1, order)
+    q_sorted = torch.gather(qt, 1, order)
+    a_sorted = torch.gather(torch.where(support, at, torch.zeros_like(at)), 1, order)
     zeros = torch.zeros_like(q_sorted[:, :1])
     cum_q = torch.cat([zeros, torch.cumsum(q_sorted, dim=1)], dim=1)
     cum_qa = torch.cat([zeros, torch.cumsum(q_sorted * a_sorted, dim=1)], dim=1)
     ascending = torch.flip(torch.gather(keys, 1, order), dims=[1]).contiguous()
-    count = keys.shape[1] - torch.searchsorted(ascending, c.detach().contiguous(), right=True)
-    return torch.gather(cum_qa, 1, count) - c * torch.gather(cum_q, 1, count)
+    count = keys.shape[1] - torch.searchsorted(ascending, ct.detach().contiguous(), right=True)
+    return torch.gather(cum_qa, 1, count) - ct * torch.gather(cum_q, 1, count)
+
+
+class AliasTable(NamedTuple):
+    """Walker alias tables of the rows of a probability matrix ``q`` ``(N, B)`` (:func:`alias_table`).
+
+    A draw from row ``i`` takes one uniform ``u``, the bucket ``b = floor(u B)`` and the fraction
+    ``f = u B - b``; it returns column ``b`` if ``f < prob[i, b]`` and ``alias[i, b]`` otherwise.
+
+    Attributes:
+        key: ``(N * B,)`` float64, ``b + prob[i, b]`` at flat position ``i * B + b`` (the draw
+            compares ``u B`` with it, which is ``f < prob[i, b]``).
+        alias: ``(N * B,)`` flat index ``i * B + alias[i, b]`` of each bucket's alias (int32 when
+            ``N B < 2^31``, else int64).
+        num_columns: ``B``.
+    """
+
+    key: torch.Tensor
+    alias: torch.Tensor
+    num_columns: int
+
+
+def alias_table(q: torch.Tensor) -> AliasTable:
+    """Walker alias tables (the sweep construction) of every row of ``q``, vectorised over rows.
+
+    With scaled weights ``w = B q``, buckets with ``w < 1`` are *light* (deficit ``1 - w``) and the
+    others *heavy* (excess ``w - 1``). Sweeping lights and heavies in column order, each light's
+    deficit is filled by the heavy whose cumulative excess interval contains the start of the
+    light's cumulative deficit interval; a heavy whose excess runs out before the last light it
+    serves is finished becomes light itself, its own deficit filled by the next heavy. Both
+    assignments are read off the two cumulative sums with one row-wise ``searchsorted`` (and the
+    heavies' leftovers with one scatter-add and a cumulative sum), so the construction costs
+    O(B log B) per row with no Python loop. Every bucket ``b`` then returns itself with probability
+    ``prob[b]`` and its alias otherwise, and
+    ``(prob[b] + sum_{b': alias(b') = b} (1 - prob[b'])) / B = q[b]`` up to float64 rounding
+    (docs/hcl.md#sampled-estimator). Rounding leftovers at the end of a row go to the row's
+    largest column, so a column with ``q = 0`` is never drawn.
+
+    Args:
+        q: ``(N, B)`` non-negative rows summing to 1 (converted to float64). Rows with no mass give
+            tables that must not be drawn from.
+
+    Returns:
+        The :class:`AliasTable`.
+    """
+    return _alias_from_weights(q.detach().to(torch.float64) * q.shape[1])
+
+
+def _alias_from_weights(w: torch.Tensor) -> AliasTable:
+    """:func:`alias_table` from the scaled weights ``w = B q`` ``(N, B)`` float64.
+
+    Lights: the alias is the first column whose cumulative excess exceeds the light's cumulative
+    deficit start (one ``searchsorted`` of a non-decreasing sequence, the fast case). Heavies:
+    the alias is the next heavy with a positive excess (a prefix count, no search), and a heavy
+    keeps ``1 - overshoot``, the deficits it serves beyond its own excess. A bucket with ``w = 1``
+    exactly keeps itself. Selections are exact 0/1 arithmetic (faster than ``torch.where`` on the
+    CPU); every value is finite for rows with mass.
+    """
+    N, B = w.shape
+    device = w.device
+    light = w < 1.0
+    d = torch.rsub(w, 1.0).clamp_(min=0.0)  # deficits (0 for heavies)
+    excess = torch.sub(w, 1.0).clamp_(min=0.0)
+    positive = excess > 0
+    E = excess.cumsum_(dim=1)  # cumulative excesses
+    start = torch.cumsum(d, dim=1).sub_(d)  # cumulative deficit before each column (non-decreasing)
+    col = torch.searchsorted(E, start, right=True)  # for lights: the heavy whose excess covers them
+    # For heavies: the next heavy with a positive excess (column of the (k+1)-th positive heavy).
+    count = positive.cumsum(dim=1)
+    slot = (count - (B + 1)).mul_(positive).add_(B)  # count - 1 for positive heavies, else B (unused)
+    nxt = torch.full((N, B + 1), B, dtype=torch.long, device=device)
+    nxt.scatter_(1, slot, torch.arange(B, device=device).expand(N, B))
+    heavy_alias = torch.gather(nxt, 1, count, out=slot)  # reuses the buffer of slot
+    col.sub_(heavy_alias).mul_(light).add_(heavy_alias)  # lights: searched, heavies: next positive
+    beyond = col >= B  # rounding leftovers at the end of the sweep
+    col.clamp_(max=B - 1)
+    # A heavy h keeps 1 - overshoot: (deficits of the lights with alias <= h) - E[h], a prefix sum.
+    kept = start.zero_().scatter_add_(1, col, d).cumsum_(dim=1).sub_(E).clamp_(min=0.0).neg_().add_(1.0)
+    full = ~light & (beyond | ~positive)  # heavies that keep their whole bucket
+    prob = kept.mul_(~light & ~full).addcmul_(w, light).add_(full)
+    fallback = torch.argmax(w, dim=1, keepdim=True)
+    col.sub_(fallback).mul_(~beyond).add_(fallback)  # leftovers go to the row's largest column
+    prob.add_(torch.arange(B, dtype=w.dtype, device=device))
+    col.add_(torch.arange(N, device=device)[:, None] * B)
+    alias = col.view(-1).to(torch.int32) if N * B < 2**31 else col.view(-1)
+    return AliasTable(prob.view(-1), alias, B)
+
+
+#: Pairs per chunk of the CPU draw: its work buffers (about 1 MiB each at K = 256) stay in cache
+#: and are reused, instead of a few ``(P, K)`` temporaries (page faults dominate otherwise).
+DRAW_CHUNK_PAIRS = 512
+
+UniformFill = Callable[[torch.Tensor, int, int], None]
+
+
+def _uniform_fill(generator: torch.Generator | None, device: torch.device) -> UniformFill:
+    """A fill of ``buf`` ``(m, K)`` with the next uniforms of ``generator``.
+
+    Consecutive chunks give the same numbers as one ``torch.rand((P, K), dtype=float64,
+    generator=generator)`` (on the CPU generator).
+    """
+    gen_device = generator.device if generator is not None else device
+
+    def fill(buf: torch.Tensor, c0: int, c1: int) -> None:
+        if gen_device == buf.device:
+            buf.uniform_(generator=generator)
+        else:
+            buf.copy_(torch.rand(buf.shape, generator=generator, dtype=torch.float64, device=gen_device))
+
+    return fill
+
+
+def _draw_pairs(
+    table: AliasTable,
+    rows: torch.Tensor,
+    num_negatives: int,
+    fill: UniformFill,
+    values: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Alias draws for every pair: flat indices ``rows[p] * B + column`` ``(P, K)``.
+
+    If ``values`` (a flat tensor) is given, ``values[idx]`` is gathered in the same pass.
+
+    Per draw: bucket ``b = floor(u B)``, then ``b`` itself if ``u B < b + prob[b]`` (the fraction
+    below ``prob[b]``), else its alias: a handful of passes, no search. The indices are int32 when
+    ``N B < 2^31`` (half the memory traffic of int64; ``index_select`` and ``index_add_`` take
+    them), else int64. On the CPU the pairs are processed in chunks of :data:`DRAW_CHUNK_PAIRS`
+    with reused work buffers.
+    """
+    P, K, B = rows.shape[0], num_negatives, table.num_columns
+    device = rows.device
+    index_dtype = table.alias.dtype
+    alias_table_ = table.alias
+    idx = torch.empty(P, K, dtype=index_dtype, device=device)
+    out = None if values is None else torch.empty(P, K, dtype=values.dtype, device=device)
+    step = max(1, min(P, DRAW_CHUNK_PAIRS if device.type == "cpu" else P))
+    u_buf = torch.empty(step, K, dtype=torch.float64, device=device)
+    key_buf = torch.empty(step, K, dtype=torch.float64, device=device)
+    keep_buf = torch.empty(step, K, dtype=torch.bool, device=device)
+    offsets = (rows * B).to(index_dtype)
+    for c0 in range(0, P, step):
+        c1 = min(P, c0 + step)
+        u, key, keep, flat = u_buf[: c1 - c0], key_buf[: c1 - c0], keep_buf[: c1 - c0], idx[c0:c1]
+        fill(u, c0, c1)
+        v = u.mul_(B)  # bucket + fraction (44 bits of fraction at B = 512)
+        flat.copy_(v).add_(offsets[c0:c1, None])  # floor (v >= 0)
+        torch.index_select(table.key, 0, flat.view(-1), out=key.view(-1))
+        torch.lt(v, key, out=keep)
+        alias = u.view(-1).view(index_dtype)[: flat.numel()].view(flat.shape)  # reuses the buffer of u
+        torch.index_select(alias_table_, 0, flat.view(-1), out=alias.view(-1))
+        flat.sub_(alias).mul_(keep).add_(alias)  # exact integer select: b if keep else alias
+        if out is not None and values is not None:
+            torch.index_select(values, 0, flat.view(-1), out=out[c0:c1].view(-1))
+    return idx, out
 
 
 def sample_negatives(
@@ -137,42 +337,73 @@ def sample_negatives(
     generator: torch.Generator | None = None,
     *,
     flat: bool = False,
+    uniforms: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Draw ``num_negatives`` column indices i.i.d. from ``q_{rows[p]}`` for every pair ``p``.
 
-    Inverse-CDF sampling in float64 on one flattened CDF: row ``i`` of the CDF is offset by ``2 i``,
-    so a single 1-D ``searchsorted`` of ``u * total_i + 2 i`` serves all pairs; indices are clamped
-    to the last allowed column of the row. Never materialises a ``(P, B)`` or ``(P, K, d)`` tensor.
-    Sampling weights carry no gradient.
+    Walker's alias method (:func:`alias_table`) on ``q = exp(logq)`` in float64: one uniform per
+    draw and O(1) work per draw, so a batch of ``P K`` draws costs a few passes over ``(P, K)``
+    (docs/hcl.md#sampled-estimator). The uniforms are ``torch.rand((P, K), dtype=float64,
+    generator=generator)`` (on the generator's device), row ``p`` for pair ``p``: the same
+    generator state gives the same indices, and a caller can pass its own ``uniforms``. The law of
+    every draw is ``q_{rows[p]}`` up to the 2^-44 resolution of the bucket fractions at ``B <= 512``
+    (a total variation below 1e-10 per row). Never materialises a ``(P, B)`` or ``(P, K, d)``
+    tensor; sampling weights carry no gradient.
 
-    Raises ``ValueError`` when a requested row has no allowed column.
+    Args:
+        logq: ``(N, B)`` log-probabilities (``-inf`` = not allowed), rows summing to 1.
+        rows: ``(P,)`` long row index of each pair.
+        num_negatives: ``K >= 1``.
+        generator: ``torch.Generator`` for the uniforms (``None``: torch's default generator).
+        flat: return indices into ``logq.reshape(-1)`` (``rows * B + column``, what a gather from
+            an ``(N, B)`` matrix needs) instead of column indices.
+        uniforms: optional ``(P, K)`` float64 uniforms in ``[0, 1)`` to use instead of drawing
+            (not modified).
 
-    Shapes: ``logq`` ``(B, B)`` (``-inf`` = not allowed), ``rows`` ``(P,)`` long ->
-    indices ``(P, num_negatives)`` long: column indices, or with ``flat=True`` indices into
-    ``logq.reshape(-1)`` (``rows * B + column``, what a gather from a ``(B, B)`` matrix needs).
-    Uniforms come from ``generator`` (its device), so the same generator state gives the same
-    indices.
+    Returns:
+        ``(P, K)`` long indices.
+
+    Raises:
+        ValueError: ``num_negatives < 1``, a requested row with no allowed column, or
+            ``uniforms`` of the wrong shape.
     """
-    if num_negatives < 1:
-        raise ValueError(f"num_negatives must be >= 1, got {num_negatives}")
-    B = logq.shape[1]
+    K = integer("num_negatives", num_negatives, lo=1)
+    logq = as_tensor(logq, "logq")
+    rows = as_tensor(rows, "rows", device=logq.device).long()
+    if logq.dim() != 2 or rows.dim() != 1:
+        raise ValueError(
+            f"logq must be (N, B) and rows (P,), got {tuple(logq.shape)} and {tuple(rows.shape)}"
+        )
     with torch.no_grad():
         q = torch.exp(logq.detach().to(torch.float64))
-        cdf = torch.cumsum(q, dim=1)
-        offset = 2.0 * torch.arange(logq.shape[0], dtype=torch.float64, device=logq.device)
-        flat_cdf = (cdf + offset[:, None]).reshape(-1)
-        allowed = q > 0
-        if rows.numel() and not bool(allowed.any(dim=1)[rows].all()):
+        if rows.numel() and not bool((q.sum(dim=1)[rows] > 0).all()):
             raise ValueError("logq has a requested row with no allowed column (all -inf): nothing to sample")
-        last_allowed = (B - 1) - torch.argmax(torch.flip(allowed, dims=[1]).to(torch.int8), dim=1)
-        last_flat = torch.arange(logq.shape[0], device=logq.device) * B + last_allowed
-        gen_device = generator.device if generator is not None else logq.device
-        u = torch.rand(
-            rows.shape[0], num_negatives, generator=generator, dtype=torch.float64, device=gen_device
-        ).to(logq.device)
-        values = torch.addcmul(offset[rows][:, None], u, cdf[rows, -1][:, None])
-        pos = torch.searchsorted(flat_cdf, values, right=True)
-        pos = torch.minimum(pos, last_flat[rows][:, None])
+        if uniforms is None:
+            fill = _uniform_fill(generator, logq.device)
+        else:
+            u = as_tensor(uniforms, "uniforms", device=logq.device).to(torch.float64)
+            if u.shape != (rows.shape[0], K):
+                raise ValueError(f"uniforms must have shape ({rows.shape[0]}, {K}), got {tuple(u.shape)}")
+            fill = _given_uniforms(u)
+        idx = _draw_pairs(alias_table(q), rows, K, fill)[0].long()
         if not flat:
-            pos = pos - rows[:, None] * B
-    return pos
+            idx = idx - rows[:, None] * logq.shape[1]
+    return idx
+
+
+def _given_uniforms(u: torch.Tensor) -> UniformFill:
+    """A fill that copies rows ``c0:c1`` of the given uniforms ``u`` ``(P, K)``."""
+
+    def fill(buf: torch.Tensor, c0: int, c1: int) -> None:
+        buf.copy_(u[c0:c1])
+
+    return fill
+
+
+def draw_uniforms(
+    num_pairs: int, num_negatives: int, generator: torch.Generator | None, device: torch.device
+) -> torch.Tensor:
+    """``(num_pairs, num_negatives)`` float64 uniforms from ``generator`` (its device), on ``device``."""
+    gen_device = generator.device if generator is not None else device
+    u = torch.rand(num_pairs, num_negatives, generator=generator, dtype=torch.float64, device=gen_device)
+    return u.to(device)

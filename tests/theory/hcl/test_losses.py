@@ -1,6 +1,6 @@
-"""The vectorised batch losses of theory.hcl against slow per-anchor loop references and closed forms."""
+"""The vectorised batch losses of theory.hcl against the shared per-anchor loop reference
+(tests/reference.py) and closed forms."""
 
-import itertools
 import math
 import zlib
 
@@ -9,69 +9,24 @@ import pytest
 import torch
 from scipy.stats import binom
 
+from tests.reference import loop_loss
 from theory.geometry import normalize
-from theory.hcl import HSCL, HUCL, SCL, UCL, contrastive_loss, two_view_contrastive_loss
+from theory.hcl import contrastive_loss, sample_negatives, tilted_log_weights, two_view_contrastive_loss
+from theory.hcl.pairs import positive_pairs
 
 
-# --------------------------------------------------------------------------------------------
-# Slow, obviously-correct references (per anchor, per pair, Python loops)
-# --------------------------------------------------------------------------------------------
-def reference_loss(
-    z,
-    labels,
-    *,
-    setting,
-    beta,
-    tau,
-    psi,
-    K,
-    margin,
-    self_positive,
-    self_negative,
-    detach_weights=True,
-    groups=None,
-):
-    """Exact-expectation batched loss, written with loops (spec/hcl.md §2.5)."""
-    B = z.shape[0]
-    labels = [int(v) for v in labels]
-    groups = labels if groups is None else [int(v) for v in groups]
-    total, pairs = 0.0, 0
-    for i in range(B):
-        negs = [
-            n
-            for n in range(B)
-            if (labels[n] != labels[i] if setting == "supervised" else (self_negative or n != i))
-        ]
-        poss = [j for j in range(B) if groups[j] == groups[i] and (self_positive or j != i)]
-        if not poss:
-            continue
-        s_w = [torch.dot(z[i], z[n]) for n in negs]
-        if detach_weights:
-            s_w = [s.detach() for s in s_w]
-        w = torch.stack([torch.exp(beta * s) for s in s_w])
-        w = w / w.sum()
-        for j in poss:
-            s_ij = torch.dot(z[i], z[j])
-            terms = []
-            for r, n in enumerate(negs):
-                t = (torch.dot(z[i], z[n]) - s_ij) / tau
-                terms.append(w[r] * (torch.relu(t + margin) if psi == "triplet" else torch.exp(t)))
-            avg = torch.stack(terms).sum()
-            if psi == "mean":
-                total = total + torch.log(1 + avg)
-            elif psi == "sum":
-                total = total + torch.log(1 + K * avg)
-            else:
-                total = total + avg
-            pairs += 1
-    return total / pairs
+def reference_loss(z, labels, *, K, groups=None, **kw):
+    """The exact-expectation loop reference (tests/reference.py)."""
+    return loop_loss(z, labels, K=K, groups=groups, estimator="expectation", **kw)
 
 
-OPTIONS = list(
-    itertools.product(
-        ["supervised", "unsupervised"], ["mean", "sum", "triplet"], [True, False], [True, False]
-    )
-)
+OPTIONS = [
+    (setting, psi, sp, sn)
+    for setting in ["supervised", "unsupervised"]
+    for psi in ["mean", "sum", "triplet"]
+    for sp in [True, False]
+    for sn in [True, False]
+]
 
 
 @pytest.mark.parametrize("setting,psi,self_positive,self_negative", OPTIONS)
@@ -278,7 +233,7 @@ def _batch_collision(n_c, B, C, beta, self_negative):
 @pytest.mark.parametrize("beta", [0.0, 2.0, 5.0])
 @pytest.mark.parametrize("self_negative", [True, False])
 def test_ucl_hucl_at_nc_binomial_formula(beta, self_negative, nc_batch):
-    """Sampled estimator: its expectation is the binomial mixture of spec/hcl.md §3.5-3.6 with the
+    """Sampled estimator: its expectation is the binomial mixture of docs/hcl.md#hucl-at-neural-collapse-t7 with the
     batch's collision probability; the expectation estimator equals psi at the mean (Jensen form)."""
     C, per_class, K = 4, [5, 3, 4, 6], 16
     z, labels = nc_batch(per_class, seed=0)
@@ -432,20 +387,6 @@ def test_invalid_inputs_raise(ball_batch):
     assert torch.isfinite(contrastive_loss(z, torch.zeros(8, dtype=torch.long), setting="unsupervised"))
 
 
-def test_named_losses(ball_batch):
-    z, labels = ball_batch(B=12, C=3, seed=21)
-    assert torch.equal(SCL(z, labels), contrastive_loss(z, labels, setting="supervised", beta=0.0))
-    assert torch.equal(HSCL(z, labels, beta=2.0), contrastive_loss(z, labels, setting="supervised", beta=2.0))
-    assert torch.equal(UCL(z, labels), contrastive_loss(z, labels, setting="unsupervised"))
-    assert torch.equal(
-        HUCL(z, labels, beta=3.0), contrastive_loss(z, labels, setting="unsupervised", beta=3.0)
-    )
-    with pytest.raises(ValueError, match="beta"):
-        HSCL(z, labels)
-    with pytest.raises(ValueError, match="beta"):
-        SCL(z, labels, beta=1.0)
-
-
 def test_numpy_integer_and_tensor_arguments(ball_batch):
     z, labels = ball_batch(B=10, C=3, seed=31)
     a = contrastive_loss(z, labels, setting="supervised", psi="sum", num_negatives=np.int64(8))
@@ -455,8 +396,6 @@ def test_numpy_integer_and_tensor_arguments(ball_batch):
         contrastive_loss(z, labels, setting="supervised", num_negatives=True)
     with pytest.raises(ValueError, match="beta"):
         contrastive_loss(z, labels, setting="supervised", beta=torch.ones(2, 5))
-    with pytest.raises(ValueError, match="beta > 0"):
-        HSCL(z, labels, beta=0.0)
     # a per-anchor beta equals the scalar one when constant
     per = contrastive_loss(
         z, labels, setting="unsupervised", beta=torch.full((10,), 2.0, dtype=torch.float64)
@@ -464,3 +403,116 @@ def test_numpy_integer_and_tensor_arguments(ball_batch):
     assert float(per) == pytest.approx(
         float(contrastive_loss(z, labels, setting="unsupervised", beta=2.0)), abs=1e-14
     )
+
+
+# --------------------------------------------------------------------------------------------
+# The sampled estimator equals the authors' per-anchor structure on the same draws
+# --------------------------------------------------------------------------------------------
+def _draws_per_anchor(
+    z, labels, *, setting, beta, K, seed, self_positive=True, self_negative=True, groups=None
+):
+    """The draws the loss makes with generator seed ``seed``, as the loop reference wants them.
+
+    Documented contract: contrastive_loss draws with sample_negatives(tilted_log_weights(S.double(),
+    allowed, beta), pair_rows, K, generator) in pair order.
+    """
+    B = z.shape[0]
+    S = (z.detach() @ z.detach().T).double()
+    lab = torch.as_tensor(labels)
+    if setting == "supervised":
+        allowed = lab[:, None] != lab[None, :]
+    else:
+        allowed = torch.ones(B, B, dtype=torch.bool) if self_negative else ~torch.eye(B, dtype=torch.bool)
+    pairs = positive_pairs(lab, positive_groups=groups, self_positive=self_positive)
+    idx = sample_negatives(
+        tilted_log_weights(S, allowed, beta), pairs.anchor, K, torch.Generator().manual_seed(seed)
+    )
+    return {i: idx[pairs.anchor == i] for i in range(B) if bool((pairs.anchor == i).any())}
+
+
+SAMPLED_OPTIONS = [
+    ("supervised", "mean", True, True),
+    ("supervised", "sum", False, True),
+    ("supervised", "triplet", True, True),
+    ("unsupervised", "mean", True, True),
+    ("unsupervised", "mean", False, False),
+    ("unsupervised", "sum", True, False),
+    ("unsupervised", "triplet", False, True),
+]
+
+
+@pytest.mark.parametrize("setting,psi,self_positive,self_negative", SAMPLED_OPTIONS)
+@pytest.mark.parametrize("beta", [0.0, 3.0])
+def test_sampled_equals_loop_reference_on_the_same_draws(
+    setting, psi, self_positive, self_negative, beta, ball_batch
+):
+    z0, labels = ball_batch(B=13, seed=zlib.crc32(f"{setting}{psi}{self_positive}".encode()) % 997)
+    K = 17
+    kw = dict(
+        setting=setting,
+        beta=beta,
+        tau=0.6,
+        psi=psi,
+        margin=0.4,
+        self_positive=self_positive,
+        self_negative=self_negative,
+    )
+    draws = _draws_per_anchor(
+        z0,
+        labels,
+        setting=setting,
+        beta=beta,
+        K=K,
+        seed=3,
+        self_positive=self_positive,
+        self_negative=self_negative,
+    )
+    z1, z2 = z0.clone().requires_grad_(True), z0.clone().requires_grad_(True)
+    ref = loop_loss(z1, labels, K=K, estimator="sampled", draws=draws, **kw)
+    got = contrastive_loss(
+        z2, labels, num_negatives=K, estimator="sampled", generator=torch.Generator().manual_seed(3), **kw
+    )
+    assert abs(got.item() - ref.item()) < 1e-15 * max(1.0, abs(ref.item()))
+    ref.backward()
+    got.backward()
+    torch.testing.assert_close(z2.grad, z1.grad, atol=1e-13, rtol=1e-12)
+
+
+def test_sampled_draws_follow_the_tilted_law_in_the_loss(ball_batch):
+    """The draws contrastive_loss uses (the documented sample_negatives call) follow q_i: chi-square
+    per anchor, supervised (masked columns never drawn) and unsupervised."""
+    from scipy.stats import chisquare
+
+    z, labels = ball_batch(B=10, C=3, seed=8)
+    for setting in ["supervised", "unsupervised"]:
+        draws = _draws_per_anchor(z, labels, setting=setting, beta=2.0, K=40_000, seed=1)
+        S = z @ z.T
+        for i, d in draws.items():
+            neg = labels != labels[i] if setting == "supervised" else torch.ones(10, dtype=torch.bool)
+            w = torch.softmax(2.0 * S[i][neg], 0).numpy()
+            counts = np.bincount(d.reshape(-1).numpy(), minlength=10)
+            assert counts[~neg.numpy()].sum() == 0
+            assert chisquare(counts[neg.numpy()], w * counts.sum()).pvalue > 1e-4
+
+
+def test_retain_graph(ball_batch):
+    """The expectation estimator supports a second backward (retain_graph=True); the sampled one
+    reuses its saved buffers and raises instead of returning a wrong gradient."""
+    z0, labels = ball_batch(B=10, seed=2)
+    z = z0.clone().requires_grad_(True)
+    loss = contrastive_loss(z, labels, setting="supervised", beta=1.0)
+    loss.backward(retain_graph=True)
+    first = z.grad.clone()
+    loss.backward()
+    torch.testing.assert_close(z.grad, 2 * first)
+    loss = contrastive_loss(
+        z,
+        labels,
+        setting="supervised",
+        beta=1.0,
+        estimator="sampled",
+        generator=torch.Generator().manual_seed(0),
+    )
+    loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="backward can run only once"):
+        loss.backward()

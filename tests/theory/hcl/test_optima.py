@@ -254,25 +254,22 @@ def test_hucl_batch_formula_equals_expectation_estimator(dtype, psi, nc_batch):
 
 @pytest.mark.parametrize("psi,beta", [("mean", 0.0), ("mean", 2.0), ("sum", 5.0), ("triplet", 1.0)])
 def test_hucl_batch_binomial_matches_sampled_estimator(psi, beta, nc_batch):
-    """The binomial formula is the expectation of the K-sample estimator (Monte Carlo, 5 SE)."""
+    """The binomial formula is the expectation of the K-sample estimator (Monte Carlo, 5 SE).
+
+    600 independent draws of the estimator in one call: 600 stacked copies of the batch (the
+    run-batched kernel draws independently for every run)."""
     counts = [5, 3, 4, 2, 6]
     z, labels = nc_batch(counts)
-    gen = torch.Generator().manual_seed(1)
-    vals = [
-        float(
-            contrastive_loss(
-                z,
-                labels,
-                setting="unsupervised",
-                beta=beta,
-                psi=psi,
-                estimator="sampled",
-                num_negatives=4,
-                generator=gen,
-            )
-        )
-        for _ in range(150)
-    ]
+    vals = contrastive_loss(
+        z.expand(600, *z.shape).contiguous(),
+        labels,
+        setting="unsupervised",
+        beta=beta,
+        psi=psi,
+        estimator="sampled",
+        num_negatives=4,
+        generator=torch.Generator().manual_seed(1),
+    ).numpy()
     mean, se = np.mean(vals), np.std(vals, ddof=1) / math.sqrt(len(vals))
     ref = hucl_at_nc_batch(counts, beta, psi=psi, num_negatives=4)
     assert abs(mean - ref) <= 5 * se + 1e-12
@@ -319,3 +316,69 @@ def test_weak_bound_holds_for_random_balanced_batches():
 def test_validation(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+# --------------------------------------------------------------------------------------------
+# large K: bounded memory, a stated error bound, a stated limit
+def _exact_mixture(q, C, psi, tau, K, margin):
+    """Full binomial sum, written independently (scipy pmf over all m, psi of the multiset)."""
+    from scipy.stats import binom
+
+    a = -C / (C - 1)
+    m = np.arange(K + 1)
+    if psi == "triplet":
+        vals = (m * margin + (K - m) * max(0.0, a / tau + margin)) / K
+    else:
+        mean = (m + (K - m) * np.exp(a / tau)) / K
+        vals = np.log1p(mean * (K if psi == "sum" else 1))
+    return float(np.dot(binom.pmf(m, K, q), vals))
+
+
+@pytest.mark.parametrize("K", [3000, 40_000])
+@pytest.mark.parametrize("q", [0.0, 1e-5, 0.01, 0.3, 0.999, 1.0])
+@pytest.mark.parametrize("psi", ["mean", "sum", "triplet"])
+def test_windowed_mixture_equals_the_full_sum(K, q, psi):
+    from theory.hcl.optima import _binomial_mixture
+
+    got = _binomial_mixture(q, 7, psi, 0.8, K, 0.5, 0)  # exact_limit=0: always the window
+    want = _exact_mixture(q, 7, psi, 0.8, K, 0.5)
+    assert abs(got - want) <= 1e-14 * max(1.0, abs(want))
+
+
+def test_large_num_negatives_is_fast_and_bounded():
+    import time
+
+    from theory.hcl.optima import EXACT_NEGATIVES, MAX_NEGATIVES, _binomial_window
+
+    t0 = time.perf_counter()
+    for K in (10**7, 10**9):
+        u = ucl_optimum(100, num_negatives=K)
+        h = hucl_at_nc(10, 2.0, num_negatives=K)
+        assert 0 < u < math.log(2) and 0 < h < math.log(2)
+        lo, hi = _binomial_window(K, 0.5)
+        assert hi - lo < 10 * math.sqrt(K) + 100  # O(sqrt K) terms, never O(K)
+    assert time.perf_counter() - t0 < 5.0
+    # the limit K -> infinity of the mean form is the plug-in value (law of large numbers)
+    assert ucl_optimum(100, num_negatives=10**9) == pytest.approx(plugin_value(0.01, 100), abs=1e-6)
+    assert EXACT_NEGATIVES < 10**7
+    with pytest.raises(ValueError, match=rf"num_negatives must be an integer in \[1, {MAX_NEGATIVES}\]"):
+        ucl_optimum(100, num_negatives=MAX_NEGATIVES + 1)
+    assert scl_optimum(100, num_negatives=10**9, psi="sum") == pytest.approx(
+        math.log1p(10**9 * math.exp(-100 / 99)), rel=1e-14
+    )
+
+
+def test_symbolic_and_convex_limits():
+    from theory.hcl import convex, symbolic
+
+    assert float(symbolic.scl_optimum_expr(10, num_negatives=10**7)) == pytest.approx(
+        scl_optimum(10), rel=1e-13
+    )
+    with pytest.raises(ValueError, match=r"num_negatives must be an integer in \[1, 1024\]"):
+        symbolic.ucl_optimum_expr(10, num_negatives=10**7)
+    with pytest.raises(ValueError, match=r"num_negatives must be an integer in \[1, 1024\]"):
+        symbolic.hucl_at_nc_expr(10, 1, num_negatives=1025)
+    with pytest.raises(ValueError, match="MAX_TUPLES"):
+        convex.population_loss_at_gram(np.eye(10), num_negatives=10**7)
+    with pytest.raises(ValueError, match="MAX_PROGRAM_TERMS"):
+        convex.minimize_gram(10, num_negatives=50)

@@ -178,3 +178,53 @@ def test_sampler_and_weights_validate():
     with pytest.raises(ValueError, match="no allowed column"):
         sample_negatives(logq, torch.tensor([0, 1]), 3)
     assert sample_negatives(logq, torch.tensor([0, 2]), 3).shape == (2, 3)  # other rows are fine
+
+
+# ---------------------------------------------------------------------------------------------
+# the alias tables reproduce q exactly (up to float64 rounding), whatever its shape
+def _implied_law(q):
+    """The law an alias table draws: bucket b (prob 1/B) keeps itself w.p. prob_b, else its alias."""
+    from theory.hcl import alias_table
+
+    N, B = q.shape
+    t = alias_table(q)
+    prob = t.key.view(N, B) - torch.arange(B, dtype=torch.float64)
+    alias = t.alias.view(N, B).long() - torch.arange(N)[:, None] * B
+    p = prob.clone().scatter_add_(1, alias, 1 - prob)
+    return p / B, prob, alias
+
+
+LAWS = {
+    "flat": lambda g, B: torch.zeros(5, B, dtype=torch.float64),
+    "mild": lambda g, B: torch.randn(5, B, generator=g, dtype=torch.float64),
+    "peaked": lambda g, B: 30 * torch.randn(5, B, generator=g, dtype=torch.float64),
+    "one-hot": lambda g, B: 1e4 * torch.randn(5, B, generator=g, dtype=torch.float64),
+}
+
+
+@pytest.mark.parametrize("law", list(LAWS))
+@pytest.mark.parametrize("B", [1, 2, 7, 64, 512])
+@pytest.mark.parametrize("masked", [False, True])
+def test_alias_table_reproduces_q(law, B, masked):
+    g = torch.Generator().manual_seed(B)
+    logits = LAWS[law](g, B)
+    if masked:
+        keep = torch.rand(5, B, generator=g) < 0.6
+        keep[:, 0] = True
+        logits = logits.masked_fill(~keep, float("-inf"))
+    q = torch.softmax(logits, dim=1)
+    implied, prob, alias = _implied_law(q)
+    assert (implied - q).abs().max() < 1e-14
+    assert ((prob >= 0) & (prob <= 1 + 1e-12)).all()
+    rows = torch.arange(5)[:, None].expand(5, B)
+    assert ((q[rows, alias] > 0) | (prob >= 1)).all()  # an alias is never a column with q = 0
+    assert ((prob == 0) | (q > 0)).all()  # a column with q = 0 is never kept
+
+
+def test_alias_table_with_unit_weights_next_to_an_overshooting_heavy():
+    """w = B q = (0, 2, 1, 1) and (0.4, 2, 1, 0.6): buckets with w = 1 exactly keep themselves."""
+    for row in ([0.0, 0.5, 0.25, 0.25], [0.1, 0.5, 0.25, 0.15]):
+        q = torch.tensor([row], dtype=torch.float64)
+        implied, prob, _ = _implied_law(q)
+        torch.testing.assert_close(implied, q, atol=1e-15, rtol=0)
+        assert prob[0, 2] == 1.0
