@@ -206,7 +206,7 @@ def _two_view(
     _check_views(z1, z2)
     if check_inputs:
         reject_meta(z1=z1, z2=z2)
-    S, cand = two_view_candidates(z1, z2)
+    S, cand = two_view_candidates(z1, z2, check_inputs=False)  # checked below, naming the view
     if check_inputs:
         check_rows(S, [("z1", z1), ("z2", z2)], normalized=True)
     neg = cand.detach()[:, 1:]
