@@ -47,7 +47,7 @@ def normalize(z: Any, normalization: str = "ball") -> torch.Tensor:
       row stays zero under ``"sphere"`` (with a zero, finite gradient);
     * integer and bool inputs are promoted to the default floating dtype and the result stays
       floating; float16/bfloat16 rows are normalised in float32 and cast back; numpy arrays are
-      accepted (docs/README.md#conventions).
+      accepted (docs/README.md#conventions); a meta tensor gives a meta result (nothing is read).
 
     Args:
         z: embeddings ``(..., d)``.
@@ -64,7 +64,7 @@ def normalize(z: Any, normalization: str = "ball") -> torch.Tensor:
             rule of :func:`theory.validation.as_tensor` rejects.
     """
     one_of("normalization", normalization, NORMALIZATIONS)
-    zf = as_float_tensor(z)
+    zf = as_float_tensor(z, allow_meta=True)  # reads no values: meta tensors pass (shape only)
     if zf.dim() < 1:
         raise ValueError(f"z must have at least one dimension (..., d), got shape {tuple(zf.shape)}")
     half = isinstance(z, torch.Tensor) and z.dtype in (torch.float16, torch.bfloat16)

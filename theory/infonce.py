@@ -67,8 +67,8 @@ def two_view_candidates(
     Raises:
         ValueError: shapes differ, ``N < 2``, or (``check_inputs``) non-finite or too large views.
     """
-    a = as_float_tensor(z1, "z1")
-    b = as_float_tensor(z2, "z2")
+    a = as_float_tensor(z1, "z1", allow_meta=not check_inputs)
+    b = as_float_tensor(z2, "z2", allow_meta=not check_inputs)
     if a.dim() != 2 or a.shape != b.shape:
         raise ValueError(
             f"z1 and z2 must be 2-D with the same shape (N, d), got {tuple(a.shape)} and {tuple(b.shape)}"

@@ -19,7 +19,8 @@ The input rule for tensor arguments (docs/README.md#conventions), implemented on
 :func:`as_tensor`: torch tensors, numpy arrays (converted with ``torch.as_tensor``, without a
 copy) and nested Python sequences of numbers are accepted; results live on the device of the main
 tensor argument (``z``), and the other tensor arguments are moved there; meta tensors (which hold
-no data to validate) and complex tensors are rejected with a ``ValueError`` naming the argument.
+no data to validate; accepted only by the losses with ``check_inputs=False``, whose device path reads
+no values) and complex tensors are rejected with a ``ValueError`` naming the argument.
 
 Messages read ``"<name> must be <condition>, got <value>"``, e.g. ``"tau must be > 0, got 0"``,
 ``"eps must be in (0, 0.5], got 0.7"``, ``"tau must be a finite real number, got inf"``,
@@ -164,7 +165,9 @@ def one_of(name: str, value: Any, options: Collection[Any]) -> Any:
     return value
 
 
-def as_float_tensor(z: Any, name: str = "z", min_dtype: torch.dtype = torch.float32) -> torch.Tensor:
+def as_float_tensor(
+    z: Any, name: str = "z", min_dtype: torch.dtype = torch.float32, *, allow_meta: bool = False
+) -> torch.Tensor:
     """Return ``z`` as a floating torch tensor of at least ``min_dtype`` precision.
 
     The input rule of :func:`as_tensor` (tensors, numpy arrays without a copy, sequences; meta
@@ -175,7 +178,7 @@ def as_float_tensor(z: Any, name: str = "z", min_dtype: torch.dtype = torch.floa
     Raises:
         ValueError: ``z`` cannot be converted to a tensor, is on the meta device, or is complex.
     """
-    t = as_tensor(z, name)
+    t = as_tensor(z, name, allow_meta=allow_meta)
     if not t.is_floating_point():
         t = t.to(torch.get_default_dtype())
     if t.dtype in (torch.float16, torch.bfloat16) or (
@@ -235,20 +238,24 @@ def as_finite_1d(name: str, x: Any) -> np.ndarray:
 # the input rule for tensor arguments, and the data checks of embeddings and labels
 
 
-def as_tensor(x: Any, name: str, *, device: torch.device | str | None = None) -> torch.Tensor:
+def as_tensor(
+    x: Any, name: str, *, device: torch.device | str | None = None, allow_meta: bool = False
+) -> torch.Tensor:
     """Apply the project's input rule to a tensor argument (docs/README.md#conventions).
 
     * ``torch.Tensor``: used as is (moved to ``device`` if given);
     * ``numpy.ndarray``: converted with ``torch.as_tensor`` (no copy on the CPU);
     * nested Python sequences and numbers: ``torch.as_tensor``.
 
-    Meta tensors are rejected (they hold no data, so no value check could run), and so are complex
-    tensors. The dtype is left unchanged (see :func:`as_float_tensor`, :func:`integer_tensor`).
+    Meta tensors are rejected (they hold no data, so no value check could run) unless
+    ``allow_meta`` (the losses with ``check_inputs=False``, whose device path reads no values),
+    and so are complex tensors. The dtype is left unchanged (see :func:`as_float_tensor`, :func:`integer_tensor`).
 
     Args:
         x: the argument.
         name: its name, for the error messages.
         device: where the result must live (the device of ``z``), or ``None`` to keep it.
+        allow_meta: accept a meta tensor (shape only); for callers that read no values.
 
     Returns:
         ``x`` as a tensor on ``device``.
@@ -267,9 +274,10 @@ def as_tensor(x: Any, name: str, *, device: torch.device | str | None = None) ->
             raise ValueError(
                 f"{name} must be a torch tensor, a numpy array or a sequence of numbers, got {type(x).__name__}"
             ) from exc
-    if t.is_meta:
+    if t.is_meta and not allow_meta:
         raise ValueError(
-            f"{name} must hold data: meta tensors are not accepted (got a tensor on the meta device)"
+            f"{name} is a meta tensor (shape {tuple(t.shape)}, no data); pass a tensor with data "
+            "(only the losses with check_inputs=False accept meta tensors)"
         )
     if t.is_complex():
         raise ValueError(f"{name} must be real, got dtype {t.dtype}")

@@ -29,7 +29,8 @@ __all__: list[str] = []
 def _reject_meta(name: str, x: torch.Tensor) -> None:
     if x.is_meta:
         raise ValueError(
-            f"{name} is a meta tensor (shape {tuple(x.shape)}, no data); pass a tensor with data"
+            f"{name} is a meta tensor (shape {tuple(x.shape)}, no data); pass a tensor with data "
+            "(only the losses with check_inputs=False accept meta tensors)"
         )
 
 

@@ -510,7 +510,7 @@ def weince_label_loss(
     tau = _settings(tau, gate, "core")
     if not isinstance(z, torch.Tensor) or z.dim() != 2:
         raise ValueError(f"z must be a 2-D tensor (B, d), got {getattr(z, 'shape', type(z).__name__)!r}")
-    z = as_float_tensor(z)
+    z = as_float_tensor(z, allow_meta=True)  # a meta z is rejected below when check_inputs
     B = z.shape[0]
     labels = torch.as_tensor(labels, device=z.device)
     if labels.dim() != 1 or labels.shape[0] != B:
