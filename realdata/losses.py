@@ -34,8 +34,10 @@ Rules for the global statistics:
 
 * the **sampled estimator** draws from a generator shared by all ranks (same seed, same state):
   every rank draws the uniforms of **all** ``P`` global (anchor, positive) pairs, ``rand(P, K)`` in
-  float64 in the order of the pairs (anchors ascending, positives ascending), and uses the rows of
-  its own pairs, so the draws equal those of one process on the concatenated batch;
+  float64 in the order of the pairs (anchors ascending, positives ascending)
+  (:func:`theory.hcl.sampling.draw_uniforms`), and draws its own pairs' negatives with theory's
+  alias sampler on those rows (:func:`theory.hcl.sampling.sample_negatives` with ``uniforms``), so
+  the draws equal those of one process on the concatenated batch;
 * WeiNCE's pivot ``rho0`` (a quantile of ``rho`` over all ``2N`` anchors) is computed from the
   gathered ``rho`` of every rank; ``k_tail`` and the tail fits use all ``2N - 2`` negatives of each
   anchor; lambda_AIC needs only the anchor's own row.
@@ -143,34 +145,6 @@ def pair_count(groups: torch.Tensor) -> torch.Tensor:
     return torch.bincount(groups)[groups]
 
 
-def _draw_rows(
-    logq: torch.Tensor,
-    rows: torch.Tensor,
-    global_rows: torch.Tensor,
-    u: torch.Tensor,
-) -> torch.Tensor:
-    """Inverse-CDF draws ``(P_l, K)`` (flat indices into ``logq``) for uniforms ``u`` ``(P_l, K)``.
-
-    Same arithmetic as :func:`theory.hcl.sampling.sample_negatives` (float64 flattened CDF, row
-    ``i`` of the global batch offset by ``2 i``, ``searchsorted(right=True)``, clamped to the
-    row's last allowed column), so the same uniforms give the same indices.
-    """
-    b, B = logq.shape
-    with torch.no_grad():
-        q = torch.exp(logq.detach().to(torch.float64))
-        cdf = torch.cumsum(q, dim=1)
-        offset = 2.0 * global_rows.to(torch.float64)
-        flat_cdf = (cdf + offset[:, None]).reshape(-1)
-        allowed = q > 0
-        if not bool(allowed.any(dim=1)[rows].all()):
-            raise ValueError("an anchor of the batch has no allowed negative: nothing to sample")
-        last_allowed = (B - 1) - torch.argmax(torch.flip(allowed, dims=[1]).to(torch.int8), dim=1)
-        last_flat = torch.arange(b, device=logq.device) * B + last_allowed
-        values = torch.addcmul(offset[rows][:, None], u, cdf[rows, -1][:, None])
-        pos = torch.searchsorted(flat_cdf, values, right=True)
-        return torch.minimum(pos, last_flat[rows][:, None])
-
-
 def hcl_partial_loss(
     z: torch.Tensor,
     labels: torch.Tensor,
@@ -212,7 +186,7 @@ def hcl_partial_loss(
         0-d tensor, the part (differentiable in ``z``).
     """
     from theory.hcl.psi import apply_psi
-    from theory.hcl.sampling import log_expected_exp, tilted_log_weights
+    from theory.hcl.sampling import draw_uniforms, log_expected_exp, sample_negatives, tilted_log_weights
 
     if setting not in ("supervised", "unsupervised"):
         raise ValueError(f"setting must be 'supervised' or 'unsupervised', got {setting!r}")
@@ -246,10 +220,8 @@ def hcl_partial_loss(
         start = torch.cumsum(counts, 0) - counts
         first_local = torch.searchsorted(rows, torch.arange(anchors.numel(), device=z.device))
         pair_idx = start[anchors][rows] + (torch.arange(rows.numel(), device=z.device) - first_local[rows])
-        dev = generator.device if generator is not None else z.device
-        u = torch.rand(P, num_negatives, generator=generator, dtype=torch.float64, device=dev)
-        u = u[pair_idx.to(dev)].to(z.device)
-        flat = _draw_rows(logq, rows, anchors, u)
+        u = draw_uniforms(P, num_negatives, generator, z.device)[pair_idx]
+        flat = sample_negatives(logq, rows, num_negatives, flat=True, uniforms=u)
         t = torch.take(S, flat) - pos[:, None]
         per_pair = apply_psi(t, "mean", tau=tau)
     return per_pair.sum() / P

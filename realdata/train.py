@@ -377,7 +377,16 @@ def train_run(
                 log.step()
                 continue
             mine = idx[local].to(device, non_blocking=True)
-            out = step(data.train.images[mine], data.train.labels[mine])
+            try:
+                out = step(data.train.images[mine], data.train.labels[mine])
+            except ValueError as exc:  # the loss rejects non-finite embeddings, naming them
+                if not _finite_params(model):
+                    log.close()
+                    return fail(epoch, f"non-finite parameters ({exc})")
+                if "finite" in str(exc) or "overflows" in str(exc):
+                    log.close()
+                    return fail(epoch, f"non-finite embeddings ({exc})")
+                raise
             total += out.value
             done += 1
             if out.gate is not None:
