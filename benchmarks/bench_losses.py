@@ -66,11 +66,14 @@ def fwd_bwd(fn: Callable[[torch.Tensor], torch.Tensor], z: torch.Tensor) -> floa
 def methods(labels: torch.Tensor, beta: float, K: int) -> dict[str, Callable[[torch.Tensor], torch.Tensor]]:
     gen = torch.Generator().manual_seed(0)
     rng = np.random.default_rng(0)
-    kw = dict(setting="supervised", beta=beta, num_negatives=K)
     return {
         "floor": lambda z: (z @ z.T).sum(),
-        "expectation": lambda z: contrastive_loss(z, labels, **kw),
-        "sampled": lambda z: contrastive_loss(z, labels, estimator="sampled", generator=gen, **kw),
+        "expectation": lambda z: contrastive_loss(
+            z, labels, setting="supervised", beta=beta, num_negatives=K
+        ),
+        "sampled": lambda z: contrastive_loss(
+            z, labels, setting="supervised", beta=beta, num_negatives=K, estimator="sampled", generator=gen
+        ),
         "loop-sampled": lambda z: loop_loss(z, labels, beta=beta, K=K, estimator="sampled", rng=rng),
         "loop-expectation": lambda z: loop_loss(z, labels, beta=beta, K=K),
     }

@@ -109,6 +109,7 @@ def loop_loss(
                 assert (pick >= 0).all(), "a draw outside the anchor's negatives"
             else:
                 p = w.detach().double().numpy()
+                assert rng is not None, "the sampled reference needs an rng"
                 pick = torch.from_numpy(
                     rng.choice(s_neg.shape[0], size=npos * K, replace=True, p=p / p.sum())
                 )
