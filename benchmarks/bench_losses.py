@@ -1,4 +1,4 @@
-"""Speed and memory of the contrastive-loss estimators (DESIGN.md performance targets).
+"""Speed and memory of the contrastive-loss estimators (the performance targets of CONTRIBUTING.md#performance-work).
 
 Run from the repository root: ``python -m benchmarks.bench_losses [--batch 512 --dim 99
 --classes 100 --negatives 256 --threads 2]``.
@@ -202,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\nforward+backward, median seconds")
     for name, v in t.items():
         print(f"  {name:18s} {v * 1e3:10.2f} ms")
-    print("\nratios (targets in DESIGN.md)")
+    print("\nratios (targets in CONTRIBUTING.md#performance-work)")
     missed = []
     for name, value in ratios(t).items():
         target = TARGETS.get(name)

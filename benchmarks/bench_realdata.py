@@ -1,4 +1,4 @@
-"""CPU speed of the real-data training step (DESIGN.md performance targets, claim W4).
+"""CPU speed of the real-data training step (the performance targets of CONTRIBUTING.md#performance-work, claim W4).
 
 Run: ``python -m benchmarks.bench_realdata [--batch 64 --threads 2 --repeats 5 --out FILE]``.
 

@@ -1,6 +1,6 @@
 """Throughput of the engine's plan (stacked or sequential groups) against R runs one by one.
 
-DESIGN.md targets: R runs stacked in one tensor program >= 4x the throughput of R sequential runs
+The performance targets (CONTRIBUTING.md#performance-work): R runs stacked in one tensor program >= 4x the throughput of R sequential runs
 (R = 16) where batches are small, and never slower than sequential. ``synthetic.plan.plan``
 decides per group whether to stack (a modelled cost); this benchmark measures, in one run and on
 the same machine state, for each scenario:

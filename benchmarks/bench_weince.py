@@ -1,4 +1,4 @@
-"""Speed of WeiNCE versus plain InfoNCE (DESIGN.md performance targets; docs/weince.md#speed).
+"""Speed of WeiNCE versus plain InfoNCE (the performance targets of CONTRIBUTING.md#performance-work; docs/weince.md#speed).
 
 Run: ``python -m benchmarks.bench_weince [--pairs 256 --dim 64 --threads 2 --repeats 60]``.
 

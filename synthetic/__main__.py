@@ -278,7 +278,7 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser(
         "claims",
         help="judge claims S1-S4 and R5 from claim-grid results",
-        description="Evaluate claims S1-S4, R5 (spec/hcl.md §4, §5.7) from DIR/<grid>/ "
+        description="Evaluate claims S1-S4, R5 (docs/claims.md) from DIR/<grid>/ "
         "folders written by the shipped claim grids; prints numbers with seed spread.",
     )
     c.add_argument("dir", metavar="DIR", help="results folder holding the claim grids' folders")

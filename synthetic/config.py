@@ -9,9 +9,9 @@ the same computation twice. Canonicalisation happens only inside ``key()``: the 
 to ``C - 1`` and a full batch to 0, so ``from_dict(to_dict())`` has the same ``key()`` (and equals
 the config once those are resolved).
 
-The design of the synthetic study is the project's own (spec/hcl.md §4, "setup [unconfirmed]");
+The design of the synthetic study is the project's own (docs/claims.md#synthetic-claims; the paper does not state its synthetic setup);
 defaults follow the authors' code where it has one (mean-form InfoNCE, tau = 1, K = 256, Adam
-lr 1e-3, weight decay 0, d = C - 1; spec/hcl.md §5.2-§5.3). The method table, the option literals
+lr 1e-3, weight decay 0, d = C - 1; docs/claims.md). The method table, the option literals
 and the loss defaults come from :mod:`theory.options` (the single source); this module adds the
 synthetic-only choices (positives, encoders, centres, dtypes).
 """
@@ -78,12 +78,12 @@ class RunConfig:
 
     Attributes:
         method: a :data:`theory.options.METHODS` name: ``"SCL"``, ``"HSCL"``, ``"UCL"``,
-            ``"HUCL"`` (spec/hcl.md §2.5, via ``theory.hcl.contrastive_loss``), ``"InfoNCE"`` or
+            ``"HUCL"`` (docs/hcl.md#the-batched-loss, via ``theory.hcl.contrastive_loss``), ``"InfoNCE"`` or
             ``"WeiNCE"`` (two views).
         beta: hardness of the tilt ``exp(beta z.z')``; 0 for SCL/UCL/InfoNCE/WeiNCE, > 0 for
             HSCL/HUCL.
         tau: temperature > 0 (psi is applied to ``t / tau``; authors: 1).
-        psi: ``"mean"`` (authors), ``"sum"`` or ``"triplet"`` (spec/hcl.md §2.1).
+        psi: ``"mean"`` (authors), ``"sum"`` or ``"triplet"`` (docs/hcl.md#the-psi-family).
         margin: triplet margin >= 0 (``psi="triplet"`` only).
         estimator: ``"expectation"`` (exact tilted average, deterministic) or ``"sampled"``
             (K negatives drawn with replacement per pair, authors' code).
@@ -122,7 +122,7 @@ class RunConfig:
         init: ``"random"`` (a fresh initialisation from the ``"init"`` stream) or ``"nc"``: the
             parameters start from the final state of :meth:`source_config` (the same run trained
             with ``init_method`` / ``init_beta`` for ``init_epochs`` epochs, meant to reach Neural
-            Collapse), with a fresh Adam state (claim R4, spec/hcl.md §5.6).
+            Collapse), with a fresh Adam state (claim R4, docs/claims.md).
         init_method: method of the source run (``init="nc"``).
         init_beta: beta of the source run (``init="nc"``).
         init_epochs: epochs of the source run (``init="nc"``; >= 1 there).

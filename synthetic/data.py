@@ -1,6 +1,6 @@
-"""Seeded latent-class data and positive-pair constructions (spec/hcl.md §1, §4).
+"""Seeded latent-class data and positive-pair constructions (docs/hcl.md#data-model).
 
-Data model (the project's own synthetic design, spec/hcl.md §4): C balanced latent classes,
+Data model (the project's own synthetic design, docs/claims.md): C balanced latent classes,
 ``n_per_class`` training and ``n_test_per_class`` held-out samples each, inputs
 
     x = m_c + sigma * eps,   eps ~ N(0, I_D),   ||m_c|| = separation,
@@ -15,7 +15,7 @@ Positive pairs (how each loss consumes them is documented in ``synthetic.train``
 * ``"label"``: the positive is another sample of the same class
   (:func:`same_class_partners`; the SCL family uses the authors' in-batch label positives).
   Given the class, anchor and positive are (nearly) conditionally independent: the theory's UCL
-  assumption (spec/hcl.md §1.2).
+  assumption (docs/hcl.md#data-model).
 * ``"noise"``: the positive is the anchor plus Gaussian noise (:func:`noise_like`); anchor and
   positive are strongly dependent given the class (claim S2, §3.5 counter-example).
 

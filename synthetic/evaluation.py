@@ -1,4 +1,4 @@
-"""The metric step of the engine: NC/DC metrics of R runs at a recorded state (spec/hcl.md §6).
+"""The metric step of the engine: NC/DC metrics of R runs at a recorded state (docs/metrics.md).
 
 Every metric is computed without gradient, in float64, on the normalised embeddings ``z`` of the
 whole training set (the held-out set for ``ncm_acc``), through ``theory.collapse``; the columns
@@ -50,7 +50,7 @@ _COLLISION_ENTRIES = 1 << 22
 
 
 def closed_form_optimum(config: RunConfig, estimator: str | None = None) -> float:
-    """Closed-form NC value of the loss of ``config`` (spec/hcl.md §3.3, §3.5).
+    """Closed-form NC value of the loss of ``config`` (docs/hcl.md#theory).
 
     With ``a = -C / ((C - 1) tau)`` (the scaled cross-class ``t`` at NC) and ``K`` negatives:
 

@@ -1,15 +1,15 @@
-"""Encoders of the synthetic study: free features, linear and MLP encoders (spec/hcl.md §4).
+"""Encoders of the synthetic study: free features, linear and MLP encoders (docs/claims.md).
 
 Every encoder maps its inputs to raw features ``h`` ``(B, d)``; :class:`ContrastiveModel` adds the
 normalisation ``"none" | "ball" | "sphere"`` of ``theory.geometry.Normalize`` (the authors'
-unit-ball projection lives in the model's forward, spec/hcl.md §5.2). ``d`` defaults to
+unit-ball projection lives in the model's forward, docs/claims.md). ``d`` defaults to
 ``C - 1``, the smallest dimension that admits a simplex ETF.
 
 * :class:`FreeFeatures`: unconstrained features, one learnable vector per training sample; the
-  input is the sample index ``(B,)`` long. Isolates the loss geometry (spec/hcl.md §4 (a)).
+  input is the sample index ``(B,)`` long. Isolates the loss geometry (docs/claims.md (a)).
 * :class:`LinearEncoder`: ``h = x W + b``.
 * :class:`MLPEncoder`: ``depth`` hidden layers of width ``hidden`` with ReLU,
-  ``h = relu(... relu(x W1 + b1) ...) W_{depth+1} + b_{depth+1}`` (spec/hcl.md §4 (b); depth 1 is
+  ``h = relu(... relu(x W1 + b1) ...) W_{depth+1} + b_{depth+1}`` (docs/claims.md (b); depth 1 is
   the 2-layer MLP ``relu(x W1 + b1) W2 + b2``).
 
 Stacked versions (:class:`StackedFreeFeatures`, :class:`StackedLinear`, :class:`StackedMLP`,

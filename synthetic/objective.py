@@ -2,7 +2,7 @@
 
 :func:`step_losses` is the one place where the engine (:mod:`synthetic.engine`) turns R runs'
 mini-batches into R losses, and :func:`batched_contrastive_loss` the one place where it calls the
-contrastive loss of the hard-negative paper (spec/hcl.md §2.5) on run-batched tensors:
+contrastive loss of the hard-negative paper (docs/hcl.md#the-batched-loss) on run-batched tensors:
 ``z`` ``(R, B, d)``, ``labels`` ``(R, B)``, ``beta`` ``(R,)`` -> ``(R,)``. A single run is the
 R = 1 case of both.
 
@@ -74,7 +74,7 @@ def batched_contrastive_loss(
     """R batch losses of the hard-negative paper (SCL/HSCL/UCL/HUCL), one per run.
 
     ``L_r = (1/P_r) sum_{(i, j) pos} psi({S_r[i, n] - S_r[i, j]}_n)`` with negatives from the
-    tilted law ``q_ri(n) ∝ exp(beta_r S_r[i, n])`` (spec/hcl.md §2.5; unsupervised negatives
+    tilted law ``q_ri(n) ∝ exp(beta_r S_r[i, n])`` (docs/hcl.md#the-batched-loss; unsupervised negatives
     include the anchor, as in the authors' code); ``theory.hcl.contrastive_loss`` run by run.
 
     Args:

@@ -139,7 +139,7 @@ FULL_LOSS_MAX = 4096
 
 
 def closed_form_optimum(config: RunConfig, estimator: str | None = None) -> float:
-    """Closed-form NC value of the loss of ``config`` (spec/hcl.md §3.3, §3.5).
+    """Closed-form NC value of the loss of ``config`` (docs/hcl.md#theory).
 
     With ``a = -C / ((C - 1) tau)`` (the scaled cross-class ``t`` at NC) and ``K`` negatives:
 

@@ -195,7 +195,7 @@ def _ucl_binomial_loop(C, K, psi, tau, margin=1.0):
 
 
 def test_closed_form_matches_spec_table():
-    # spec/hcl.md §3.3 table, C = 10 and C = 100
+    # docs/hcl.md#theory table, C = 10 and C = 100
     assert closed_form_optimum(RunConfig(num_classes=10)) == pytest.approx(0.284572, abs=1e-6)
     assert closed_form_optimum(RunConfig(num_classes=100)) == pytest.approx(0.310555, abs=1e-6)
     assert closed_form_optimum(RunConfig(num_classes=10, psi="sum")) == pytest.approx(4.445863, abs=1e-6)

@@ -1,4 +1,4 @@
-"""Every collapse metric on configurations with known values: the exact simplex ETF (spec/metrics.md §7),
+"""Every collapse metric on configurations with known values: the exact simplex ETF (docs/metrics.md),
 scaled and shifted ETFs, antipodal classes, rank-r class means, total collapse."""
 
 import math
@@ -28,7 +28,7 @@ from theory.collapse import (
 from theory.geometry import simplex_etf
 
 # ------------------------------------------------------------------------------------------------
-# Exact simplex ETF: spec/metrics.md §7
+# Exact simplex ETF: docs/metrics.md
 # ------------------------------------------------------------------------------------------------
 
 
@@ -75,7 +75,7 @@ def test_exact_etf_all_conditions_vanish(C, extra):
 
 
 def test_etf_spec_reference_values():
-    # spec/metrics.md §7: sigma_i = C/(C-1)^2 = 0.1234568 (C = 10), 0.0102030 (C = 100)
+    # docs/metrics.md: sigma_i = C/(C-1)^2 = 0.1234568 (C = 10), 0.0102030 (C = 100)
     for C, value in ((10, 0.1234568), (100, 0.0102030)):
         sigma = class_mean_spectrum(simplex_etf(C, C - 1), relative=False)
         np.testing.assert_allclose(sigma, value, atol=5e-8)

@@ -106,7 +106,7 @@ def test_ucl_program_optimum_is_etf(C, k, normalization):
 
 
 def test_spec_section10_values():
-    """C = 6, k = 2, sum form: L*_SCL = 0.471495 and L*_UCL = 0.589452 (spec/hcl.md §10)."""
+    """C = 6, k = 2, sum form: L*_SCL = 0.471495 and L*_UCL = 0.589452 (docs/hcl.md#optimal-values)."""
     assert convex.minimize_scl(6, psi="sum", num_negatives=2, normalization="ball").value == pytest.approx(
         0.471495, abs=1e-6
     )

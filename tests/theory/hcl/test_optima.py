@@ -58,7 +58,7 @@ def test_scl_optimum_formula(psi, C):
 
 
 def test_spec_numbers_scl():
-    """spec/hcl.md §3.3 table and §10 (C=6, d=5, k=2, sum form: L* = 0.471495)."""
+    """docs/hcl.md#optimal-values (C=6, d=5, k=2, sum form: L* = 0.471495)."""
     assert scl_optimum(6, psi="sum", num_negatives=2) == pytest.approx(0.471495, abs=5e-7)
     table = {
         (10, "mean", 1.0): 0.284572,
