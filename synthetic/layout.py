@@ -1,6 +1,6 @@
 """The one table layout of the synthetic results, and the canonical run key.
 
-**Table layout** (docs/metrics.md and synthetic.layout): one row per (run, epoch); the config columns
+**Table layout** (shared by the synthetic and real-data stores): one row per (run, epoch); the config columns
 (:func:`config_columns`: the ``RunConfig`` fields, in order), then :data:`RUN_KEY`, :data:`EPOCH`,
 then the metric columns (:data:`METRIC_COLUMNS`, as ``synthetic.train.train_run`` writes them).
 A table read from several grid folders (``synthetic.results.load_results``) carries a leading
