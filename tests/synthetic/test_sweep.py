@@ -590,11 +590,6 @@ def test_progress_lines_when_not_on_a_terminal(tmp_path):
     assert bar.done + bar.failed == bar.to_run == 10
 
 
-@pytest.mark.xfail(
-    reason="the engine (synthetic.train / synthetic.stacked, other owner) must raise "
-    "synthetic.errors.NonFiniteRun when parameters or embeddings become non-finite",
-    strict=False,
-)
 def test_real_diverging_run_is_a_failure(tmp_path):
     """Observed: --lr 1e30 with sphere normalisation was stored as a success, exit 0, mean norm 0."""
     from synthetic.config import RunConfig
