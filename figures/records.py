@@ -31,6 +31,12 @@ def w5_claim(table: pd.DataFrame, *, scale: str = "default", results: str = "res
     levels off at its floor above the Weibit MSE), PARTLY when one holds, NOT REPRODUCED when
     neither; NOT RUN for an empty table.
 
+    Args:
+        table: the noise-floor table.
+        scale: the main job's scale (named in the record and its command).
+        results: the results folder (passed to :func:`figures.commands.command_for`; the W5
+            command does not name it: the simulation reads nothing from it).
+
     Raises:
         ValueError: missing columns.
     """

@@ -4,8 +4,7 @@ Every import of ``theory``, ``synthetic`` and ``realdata`` made by the figures p
 module (the figure modules themselves import only pandas, numpy, matplotlib, seaborn and
 :mod:`figures.style`), so a re-layout of those packages is absorbed here. The module provides:
 
-* the claims record type (:data:`claims`, re-exported ``theory.claims``) and
-  :func:`claim_command` (the command of a claim no stage produced a record of);
+* the claims record type (:data:`claims`, re-exported ``theory.claims``);
 * :func:`theory_claims`: the theory checks T1-T8 and the W-law as claim records;
 * small *producers* of tidy tables computed from theory in seconds: :func:`harris_gap_table`,
   :func:`hucl_nc_table`, :func:`gram_table`, :func:`noise_floor_table`; the EVT tables
@@ -34,7 +33,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from figures.commands import CHECK_IDS, SCALES, command_for
+from figures.commands import SCALES, command_for
 from theory import claims  # the one claims record type (light: no torch)
 
 __all__ = [
@@ -48,7 +47,6 @@ __all__ = [
     "noise_floor_table",
     "pot_tables",
     "link_tables",
-    "claim_command",
     "synthetic_folder",
     "synthetic_runs",
     "run_synthetic",
@@ -402,48 +400,6 @@ def link_tables(cand: Any, *, tau: float | None = 0.5, source: str = "") -> dict
         ]
     )
     return {"lambda_profile": r.profile.copy(), "lambda_fit": fit}
-
-
-# --------------------------------------------------------------------------------------------
-# the commands of the claims
-# --------------------------------------------------------------------------------------------
-
-#: The real-data claim group of each real-data claim (``python -m realdata claims GROUP``).
-REALDATA_GROUPS = {
-    "R1": "r1-r3",
-    "R2": "r1-r3",
-    "R3": "r1-r3",
-    "R4": "r4",
-    "R5": "r5",
-    "W1": "w1-w3",
-    "W2": "w1-w3",
-    "W3": "w1-w3",
-}
-
-
-def claim_command(claim_id: str, *, results: str | os.PathLike = "results", scale: str = "default") -> str:
-    """The command that produces ``claim_id``'s results (for a claim no stage produced a record of).
-
-    Theory checks and W5: :func:`figures.commands.command_for`; S1-S4: the synthetic package's
-    command (``synthetic.claims.command``, grids under ``RESULTS/synthetic``); R1-R5 and W1-W4:
-    the real-data package's claim commands (``realdata.grids.group_command``, paper scale on a GPU).
-
-    Raises:
-        ValueError: unknown claim id or scale.
-    """
-    if claim_id not in claims.CATALOGUE:
-        raise ValueError(f"claim_id must be one of {list(claims.CATALOGUE)}, got {claim_id!r}")
-    if claim_id in CHECK_IDS or claim_id == "W5":
-        return command_for(claim_id, results=results, scale=scale)
-    if claim_id.startswith("S"):
-        from synthetic.claims import command
-
-        return command(claim_id, results=str(Path(results) / "synthetic"), scale=scale)
-    if claim_id == "W4":
-        return f"python -m benchmarks.gpu_check --out {results}/bench/gpu_check.json (on a GPU)"
-    from realdata.grids import group_command
-
-    return group_command(REALDATA_GROUPS[claim_id], results=str(results))
 
 
 # --------------------------------------------------------------------------------------------
