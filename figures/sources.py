@@ -14,7 +14,8 @@ module (the figure modules themselves import only pandas, numpy, matplotlib, sea
   package's own records), :func:`synthetic_criteria`;
 * the real-data digits scale: :func:`run_digits` (``realdata.claims.run_digits``; it writes the
   records, tables and WeiNCE score files the later stages read) and :func:`realdata_spectrum`;
-* :func:`source_paths` (the files whose content keys the cache).
+* :func:`worker_init` (the guard of the child processes the figures start) and
+  :func:`source_paths` (the files whose content keys the cache).
 
 References: Jiang et al., arXiv 2311.05139 (§3 theory, §4-§5 experiments); Erol et al.,
 arXiv 2606.00262 (WeiNCE, extreme-value diagnostics).
@@ -58,6 +59,7 @@ __all__ = [
     "DIGITS_SCALE",
     "run_digits",
     "realdata_spectrum",
+    "worker_init",
     "device_description",
 ]
 
@@ -706,6 +708,17 @@ def realdata_spectrum(results: str | os.PathLike) -> pd.DataFrame:
             frames.append(spectrum_table(t.assign(grid=folder.name)))
     frames = [f for f in frames if len(f)]
     return pd.concat(frames, ignore_index=True, sort=False) if frames else pd.DataFrame()
+
+
+def worker_init(parent_pid: int) -> None:
+    """Initializer of a child process the figures start: it exits once ``parent_pid`` is gone.
+
+    The synthetic package's worker guard (``synthetic.backends.watch_parent``: SIGINT ignored,
+    the parent checked twice a second), so that a killed main job leaves no process behind.
+    """
+    from synthetic.backends import watch_parent
+
+    watch_parent(parent_pid)
 
 
 # --------------------------------------------------------------------------------------------

@@ -109,7 +109,7 @@ def test_a_failing_stage_is_named_and_the_report_still_written(tmp_path, theory_
     ctx = _ctx(tmp_path)
     stages = [
         _theory(theory_tables, {"checks": _checks, "harris": lambda s, seed: theory_tables["harris_gap"]}),
-        SyntheticStage(load=boom),
+        SyntheticStage(count=lambda scale: 0, load=boom),  # nothing to train; the store unreadable
         WeinceStage(noise_floor=lambda s, seed: theory_tables["noise_floor"]),
         PickupStage(),
         RenderStage(),
@@ -161,14 +161,60 @@ def test_pickup_reads_claims_and_tables(tmp_path, theory_tables):
         PickupStage().run(_ctx(tmp_path))
 
 
-def test_synthetic_stage_without_results_marks_claims_not_run(tmp_path):
+def test_synthetic_stage_with_an_empty_producer_marks_claims_not_run(tmp_path):
+    calls = []
+
+    def train(results, scale, **kw):
+        calls.append((results, scale, kw["jobs"], kw["scheduler"], callable(kw["progress"])))
+        return {"runs": 0, "trained": 0, "stored": 0, "failed": [], "seconds": 0.0}
+
     ctx = _ctx(tmp_path, ids=("conditions_scl",))
-    detail = SyntheticStage().run(ctx)
+    detail = SyntheticStage(train=train, load=lambda results: pd.DataFrame()).run(ctx)
+    assert calls == [(tmp_path / "res", "quick", 1, None, True)]
     assert "no synthetic results" in detail and "synthetic" not in ctx.tables
     ids = [r.id for r in ctx.records]
-    assert ids == ["S1", "S2", "S3", "S4", "R5", "R4"]
+    assert ids == ["S1", "S2", "S3", "S4", "R4", "R5"]
     assert all(r.verdict == V.NOT_RUN and "python -m synthetic sweep" in r.command for r in ctx.records)
-    assert str(tmp_path / "res") in ctx.records[0].command and "--scale quick" in ctx.records[0].command
+    assert f"--results {tmp_path / 'res'}/synthetic" in ctx.records[0].command
+    assert "--scale quick" in ctx.records[0].command
+
+
+def test_synthetic_stage_trains_the_quick_grids_then_reuses_them(tmp_path):
+    from synthetic.claims import CLAIM_GRIDS
+    from synthetic.grids import load_grid
+
+    sizes = {name: len(load_grid(name, scale="quick")) for name in CLAIM_GRIDS.values()}
+    for run in range(2):
+        ctx = _ctx(tmp_path, ids=("conditions_scl", "spectrum_scl"), progress=Progress(0, quiet=True))
+        assert run_stages(ctx, [SyntheticStage()]) == 0, ctx.stages[0].error
+        detail = ctx.stages[0].detail
+        trained = 0 if run else sum(sizes.values())
+        assert f"{trained} runs trained, {sum(sizes.values()) - trained} reused" in detail, detail
+        assert ctx.progress.done == ctx.progress.total == 2 + sum(sizes.values())
+        table = ctx.tables["synthetic"]
+        stored = table.groupby("grid")["run_key"].nunique().to_dict()
+        assert stored == {f"{name}-quick": n for name, n in sizes.items()}
+        for name in sizes:
+            assert (tmp_path / "res" / "synthetic" / f"{name}-quick" / "runs").is_dir()
+        for fid in ("conditions_scl", "spectrum_scl"):
+            assert registry.availability(registry.get(fid), ctx.tables).ok, fid
+        by_id = {r.id: r for r in ctx.records}
+        assert list(by_id) == list(CLAIM_GRIDS)
+        for cid, rec in by_id.items():
+            assert rec.verdict != V.NOT_RUN and rec.setting.get("scale") == "quick", (cid, rec.setting)
+
+
+def test_synthetic_stage_reports_failed_runs_as_a_failure(tmp_path):
+    def train(results, scale, **kw):
+        kw["progress"](3)
+        return {"runs": 3, "trained": 2, "stored": 0, "failed": ["g/abc: diverged"], "seconds": 0.1}
+
+    ctx = _ctx(tmp_path, ids=(), progress=Progress(0, quiet=True))
+    stage = SyntheticStage(train=train, count=lambda scale: 3, load=lambda results: pd.DataFrame())
+    assert run_stages(ctx, [stage]) == 1
+    res = ctx.stages[0]
+    assert res.status == "failed" and "1 synthetic runs failed (g/abc: diverged)" in res.detail
+    assert [r.id for r in ctx.records] == ["S1", "S2", "S3", "S4", "R4", "R5"]  # judged all the same
 
 
 def test_progress_lines_when_not_a_terminal():
@@ -230,3 +276,79 @@ def test_unchanged_figures_keep_their_files_and_stale_ones_go(tmp_path, theory_t
     assert not render_figure(spec, changed, tmp_path, reuse=False).reused
     gone = render_figure(spec, {}, tmp_path, reuse=True)
     assert gone.status == "not available" and not list(tmp_path.iterdir())
+
+
+class FakeStage:
+    """A stage built from a function, for the runner's tests."""
+
+    def __init__(self, name, fn, after=None, units=1):
+        self.name, self.fn, self._units = name, fn, units
+        if after is not None:
+            self.after = after
+
+    def units(self, ctx):
+        return self._units
+
+    def run(self, ctx):
+        return self.fn(ctx)
+
+
+def _record(cid):
+    return claims.Claim.from_subchecks(cid, [claims.SubCheck.tolerance("x", 0.0, 1e-9)])
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_runner_overlaps_independent_stages_and_keeps_the_stage_order(tmp_path, jobs):
+    import threading
+
+    b_started, seen = threading.Event(), {}
+
+    def a(ctx):
+        seen["overlap"] = b_started.wait(2.0 if jobs > 1 else 0.2)
+        ctx.add([_record("T1")])
+        return "a done"
+
+    def b(ctx):
+        b_started.set()
+        ctx.add([_record("T2")])  # before a's record, when they overlap
+        return "b done"
+
+    def boom(ctx):
+        raise RuntimeError("stage boom broke")
+
+    def last(ctx):
+        seen["before_last"] = sorted(s.name for s in ctx.stages)
+        return "last done"
+
+    stages = [
+        FakeStage("a", a, after=()),
+        FakeStage("b", b, after=(), units=3),
+        FakeStage("boom", boom, after=("a",)),
+        FakeStage("last", last),  # no `after`: waits for every stage listed before it
+    ]
+    ctx = _ctx(tmp_path, ids=(), jobs=jobs, progress=Progress(0, quiet=True))
+    assert run_stages(ctx, stages) == 1
+    assert [(s.name, s.status) for s in ctx.stages] == [
+        ("a", "ok"),
+        ("b", "ok"),
+        ("boom", "failed"),
+        ("last", "ok"),
+    ]
+    assert ctx.stages[2].detail == "RuntimeError: stage boom broke" and "Traceback" in ctx.stages[2].error
+    assert seen["overlap"] is (jobs > 1)
+    assert seen["before_last"] == ["a", "b", "boom"]
+    assert [r.id for r in ctx.records] == ["T1", "T2"]  # stage order, not the order of the calls
+    assert ctx.progress.done == ctx.progress.total == 6  # units a stage did not tick are filled in
+    by = {s.name: s for s in ctx.stages}
+    assert by["last"].start >= by["boom"].start + by["boom"].seconds - 1e-6
+
+
+def test_runner_rejects_bad_stage_lists(tmp_path):
+    from figures.runner import dependencies
+
+    ok = FakeStage("a", lambda ctx: "")
+    with pytest.raises(ValueError, match="unique"):
+        dependencies([ok, FakeStage("a", lambda ctx: "")])
+    with pytest.raises(ValueError, match="listed after it"):
+        dependencies([FakeStage("b", lambda ctx: "", after=("a",)), ok])
+    assert dependencies([ok, FakeStage("b", lambda ctx: "")]) == {"a": set(), "b": {"a"}}
