@@ -288,7 +288,8 @@ class RealdataStage:
             initializer=sources.worker_init,
             initargs=(os.getpid(),),
         ) as pool:
-            return pool.submit(self.train, str(ctx.results), ctx.jobs, ctx.scale).result()
+            job = pool.submit(sources.run_in_child, self.train, str(ctx.results), ctx.jobs, ctx.scale)
+            return job.result()
 
     def run(self, ctx: Context) -> str:
         """Train or reuse the digits runs, then the spectra; :class:`StageFailure` when runs failed."""

@@ -352,3 +352,35 @@ def test_runner_rejects_bad_stage_lists(tmp_path):
     with pytest.raises(ValueError, match="listed after it"):
         dependencies([FakeStage("b", lambda ctx: "", after=("a",)), ok])
     assert dependencies([ok, FakeStage("b", lambda ctx: "")]) == {"a": set(), "b": {"a"}}
+
+
+def _square(i):
+    return i * i
+
+
+def _digits_with_a_worker_pool(results, jobs, scale):
+    from joblib import Parallel, delayed
+
+    vals = Parallel(n_jobs=2, backend="loky")(delayed(_square)(i) for i in range(4))
+    return {"trained": sum(vals), "cached": 0, "failed": [], "seconds": 0.0, "numbers": {}}
+
+
+def test_realdata_stage_in_a_child_process_ends_when_its_work_does(tmp_path):
+    """With --jobs > 1 the digits train in a child process; its joblib workers must not keep it
+    alive (they idle for 300 s, and a multiprocessing child waits for its children at exit)."""
+    import threading
+    import time
+
+    from figures.stages import RealdataStage
+
+    stage = RealdataStage(
+        train=_digits_with_a_worker_pool,
+        spectrum=lambda r: pd.DataFrame(),
+    )
+    ctx = _ctx(tmp_path, ids=(), jobs=2, progress=Progress(0, quiet=True))
+    out, t0 = {}, time.perf_counter()
+    worker = threading.Thread(target=lambda: out.update(detail=stage.run(ctx)), daemon=True)
+    worker.start()
+    worker.join(90)
+    assert not worker.is_alive(), "the child process of the realdata stage did not end"
+    assert "14 runs trained" in out["detail"] and time.perf_counter() - t0 < 90
