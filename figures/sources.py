@@ -13,7 +13,8 @@ module (the figure modules themselves import only pandas, numpy, matplotlib, sea
   :func:`load_synthetic`, :func:`spectrum_table`, :func:`synthetic_claims` (the synthetic
   package's own records), :func:`synthetic_criteria`;
 * the real-data digits scale: :func:`run_digits` (``realdata.claims.run_digits``; it writes the
-  records, tables and WeiNCE score files the later stages read) and :func:`realdata_spectrum`;
+  records, tables and WeiNCE score files the later stages read), :func:`digits_progress` and
+  :func:`realdata_spectrum`;
 * :func:`worker_init` and :func:`run_in_child` (the child processes the figures start: a guard
   against orphans, a prompt exit) and :func:`source_paths` (the files whose content keys the
   cache).
@@ -59,6 +60,7 @@ __all__ = [
     "synthetic_criteria",
     "DIGITS_SCALE",
     "run_digits",
+    "digits_progress",
     "realdata_spectrum",
     "worker_init",
     "run_in_child",
@@ -691,6 +693,29 @@ def run_digits(results: str | os.PathLike, jobs: int = 1, scale: str = "default"
         "seconds": s.seconds,
         "numbers": dict(s.numbers),
     }
+
+
+def digits_progress(results: str | os.PathLike, scale: str = "default") -> tuple[int, int]:
+    """``(finished, total)`` digits runs of the main job's ``scale`` (the real-data stage's progress).
+
+    ``finished`` counts the runs of the digits scale (:data:`DIGITS_SCALE`) stored complete under
+    ``RESULTS/realdata``, ``total`` how many runs that scale has.
+
+    Raises:
+        ValueError: bad scale.
+    """
+    _check_scale(scale)
+    from realdata.grids import digits_runs
+    from realdata.records import DIGITS_HCL, DIGITS_TWO, realdata_folder
+    from realdata.store import done_keys
+
+    hcl, two = digits_runs(DIGITS_SCALE[scale])
+    base = realdata_folder(results)
+    done = 0
+    for folder, configs in ((base / DIGITS_HCL, hcl), (base / DIGITS_TWO, two)):
+        keys = done_keys(folder)
+        done += sum(c.resolved().key() in keys for c in configs)
+    return done, len(hcl) + len(two)
 
 
 def realdata_spectrum(results: str | os.PathLike) -> pd.DataFrame:

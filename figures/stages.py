@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import os
+import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -249,14 +250,18 @@ class RealdataStage:
     It trains (or reuses) the digits runs and writes ``RESULTS/records/R*.json``, ``W*.json``,
     ``RESULTS/tables/realdata*.csv``, ``weince_gate.csv`` and the WeiNCE score files of
     ``RESULTS/weince/``, which the ``weince`` and ``pickup`` stages read; then the class-mean
-    spectra of every stored real-data run (:func:`sources.realdata_spectrum`). With more than one
-    job it trains in a child process of its own (its worker pool is then apart from the
-    synthetic stage's, which trains at the same time).
+    spectra of every stored real-data run (:func:`sources.realdata_spectrum`). While it trains,
+    the progress advances by one unit per digits run found finished in the store (polled every
+    second). With more than one job it trains in a child process of its own (its worker pool is
+    then apart from the synthetic stage's, which trains at the same time).
 
     Args:
         train: ``train(results, jobs, scale) -> dict`` (default :func:`sources.run_digits`).
         spectrum: ``spectrum(results) -> DataFrame`` (default :func:`sources.realdata_spectrum`).
         isolate: train in a child process (default: when ``ctx.jobs > 1``).
+        count: ``count(results, scale) -> (finished, total)`` digits runs (default
+            :func:`sources.digits_progress`; progress units).
+        poll: seconds between two looks at the store while training.
     """
 
     name = "realdata"
@@ -267,14 +272,48 @@ class RealdataStage:
         train: Callable[..., dict] | None = None,
         spectrum: Callable[[Path], pd.DataFrame] | None = None,
         isolate: bool | None = None,
+        count: Callable[[Path, str], tuple[int, int]] | None = None,
+        poll: float = 1.0,
     ) -> None:
+        if not isinstance(poll, (int, float)) or isinstance(poll, bool) or not poll > 0:
+            raise ValueError(f"poll must be a positive number of seconds, got {poll!r}")
         self.train = train or sources.run_digits
         self.spectrum = spectrum or sources.realdata_spectrum
         self.isolate = isolate
+        self.count = count or sources.digits_progress
+        self.poll = float(poll)
+        self._total: dict[tuple[str, str], int] = {}
+
+    def _runs_of(self, ctx: Context) -> int:
+        if not ctx.wants(*REALDATA_TABLES):
+            return 0
+        key = (str(ctx.results), ctx.scale)
+        if key not in self._total:
+            self._total[key] = int(self.count(ctx.results, ctx.scale)[1])
+        return self._total[key]
 
     def units(self, ctx: Context) -> int:
-        """Training (or reusing) the digits runs, and the spectra."""
-        return 2
+        """Records and spectra, plus one unit per digits run of the job's scale it goes through."""
+        return 2 + self._runs_of(ctx)
+
+    def _watch(self, ctx: Context, stop: threading.Event) -> None:
+        """Tick one unit per digits run found finished.
+
+        It looks at once, then every ``poll`` seconds, and once more when ``stop`` is set.
+        """
+        total, seen = self._runs_of(ctx), 0
+        while True:
+            stopped = stop.is_set()
+            try:
+                done = min(int(self.count(ctx.results, ctx.scale)[0]), total)
+            except (OSError, ValueError):  # a store being written: look again later
+                done = seen
+            if done > seen:
+                ctx.tick("digits runs", done - seen, stage=self.name)
+                seen = done
+            if stopped:
+                return
+            stop.wait(self.poll)
 
     def _train(self, ctx: Context) -> dict:
         isolate = ctx.jobs > 1 if self.isolate is None else self.isolate
@@ -295,14 +334,23 @@ class RealdataStage:
         """Train or reuse the digits runs, then the spectra; :class:`StageFailure` when runs failed."""
         parts, failed = [], []
         if ctx.wants(*REALDATA_TABLES):
-            info = self._train(ctx)
+            stop = threading.Event()
+            watcher = threading.Thread(
+                target=self._watch, args=(ctx, stop), name="realdata-progress", daemon=True
+            )
+            watcher.start()
+            try:
+                info = self._train(ctx)
+            finally:
+                stop.set()
+                watcher.join()
             scale = sources.DIGITS_SCALE[ctx.scale]
             parts.append(
                 f"digits scale {scale}: {info['trained']} runs trained, {info['cached']} cached "
                 f"({info['seconds']:.0f} s)"
             )
             failed = list(info.get("failed", ()))
-        ctx.tick("digits runs")
+        ctx.tick("digits records")
         if ctx.needs("realdata_spectrum"):
             spec = self.spectrum(ctx.results)
             if len(spec):

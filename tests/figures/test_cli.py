@@ -11,9 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from figures import registry
+from figures import registry, sources
 from figures.__main__ import build_parser, main
 from figures.sources import claims
+from realdata.grids import digits_runs
+from synthetic.claims import CLAIM_GRIDS
+from synthetic.grids import load_grid
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
@@ -85,9 +88,12 @@ def test_quick_end_to_end_then_warm(tmp_path):
         assert (out / f"{fid}.png").stat().st_size > 1000 and (out / f"{fid}.pdf").is_file()
     # the quick synthetic grids and the digits quick scale were trained into the default --results
     res = tmp_path / "results"
-    for grid in ("s1_scl_hscl_nc", "s2_ucl_positives", "s3_hucl_beta", "s4_no_normalisation"):
+    for grid in CLAIM_GRIDS.values():
         assert list((res / "synthetic" / f"{grid}-quick" / "runs").glob("*.csv")), grid
     assert (res / "records" / "R1.json").is_file() and (res / "weince" / "pot_scores.csv").is_file()
+    hcl, two = digits_runs("quick")
+    assert f"{len(hcl) + len(two)} runs trained, 0 cached" in r.stdout  # realdata's own count
+    assert sources.digits_progress(res, "quick") == (len(hcl) + len(two),) * 2  # the progress count
     for fid in ("conditions_scl", "spectrum_ucl", "ucl_positives", "pot_exceedances", "lambda_profile"):
         assert (out / f"{fid}.png").stat().st_size > 1000, fid
     for stage in ("theory", "synthetic", "realdata", "weince", "pickup", "render", "report"):
@@ -104,4 +110,6 @@ def test_quick_end_to_end_then_warm(tmp_path):
     assert warm.returncode == 0, warm.stderr[-3000:]
     assert time.perf_counter() - t0 < cold
     assert "cached" in warm.stdout and warm.stderr.strip() == ""
-    assert "0 runs trained, 19 reused" in warm.stdout and "0 runs trained, 6 cached" in warm.stdout
+    n_synthetic = sum(len(load_grid(name, scale="quick")) for name in CLAIM_GRIDS.values())
+    assert f"0 runs trained, {n_synthetic} reused" in warm.stdout
+    assert f"0 runs trained, {len(hcl) + len(two)} cached" in warm.stdout

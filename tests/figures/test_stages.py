@@ -354,6 +354,35 @@ def test_runner_rejects_bad_stage_lists(tmp_path):
     assert dependencies([ok, FakeStage("b", lambda ctx: "")]) == {"a": set(), "b": {"a"}}
 
 
+def test_realdata_stage_ticks_once_per_finished_run(tmp_path):
+    import time
+
+    from figures.stages import RealdataStage
+
+    state = {"done": 1}  # one run stored before
+
+    def count(results, scale):
+        return state["done"], 4
+
+    def train(results, jobs, scale):
+        for _ in range(3):
+            time.sleep(0.1)
+            state["done"] += 1
+        return {"trained": 3, "cached": 1, "failed": [], "seconds": 0.3, "numbers": {}}
+
+    buf = io.StringIO()
+    ctx = _ctx(tmp_path, ids=(), progress=Progress(0, stream=buf, interval=1e-9))
+    stage = RealdataStage(train=train, count=count, spectrum=lambda results: pd.DataFrame(), poll=0.02)
+    assert stage.units(ctx) == 2 + 4
+    assert run_stages(ctx, [stage]) == 0, ctx.stages[0].error
+    assert "digits scale quick: 3 runs trained, 1 cached" in ctx.stages[0].detail
+    ticks = [line for line in buf.getvalue().splitlines() if "realdata: digits runs" in line]
+    assert len(ticks) >= 2, buf.getvalue()  # the runs are counted while they train
+    assert ctx.ticks("realdata") == ctx.progress.done == ctx.progress.total == 6
+    with pytest.raises(ValueError, match="poll"):
+        RealdataStage(poll=0)
+
+
 def _square(i):
     return i * i
 
@@ -375,6 +404,7 @@ def test_realdata_stage_in_a_child_process_ends_when_its_work_does(tmp_path):
 
     stage = RealdataStage(
         train=_digits_with_a_worker_pool,
+        count=lambda results, scale: (0, 0),
         spectrum=lambda r: pd.DataFrame(),
     )
     ctx = _ctx(tmp_path, ids=(), jobs=2, progress=Progress(0, quiet=True))
