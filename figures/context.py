@@ -28,6 +28,7 @@ __all__ = [
     "FigureResult",
     "StageResult",
     "StageFailure",
+    "Cancelled",
     "Context",
     "Stage",
     "current_stage",
@@ -70,6 +71,15 @@ class StageResult:
 
 class StageFailure(RuntimeError):
     """Raised by a stage that did its work but must report a failure (e.g. runs that failed)."""
+
+
+class Cancelled(KeyboardInterrupt):
+    """Raised in a stage's thread once the job is interrupted (Ctrl-C while stages run at once).
+
+    :meth:`Context.tick` and :meth:`Context.check_cancelled` raise it, so a stage stops at its
+    next unit of progress; the producers treat it as the Ctrl-C it stands for (the synthetic
+    sweep keeps every finished run and stops its workers).
+    """
 
 
 _local = threading.local()
@@ -123,6 +133,7 @@ class Context:
     report_paths: dict[str, Path] = field(default_factory=dict)
     started: float = field(default_factory=time.perf_counter)
     stage_order: list[str] = field(default_factory=list)
+    cancelled: threading.Event = field(default_factory=threading.Event, repr=False)
     _lock: Any = field(default_factory=threading.RLock, repr=False)
     _by_stage: dict[str, list[Any]] = field(default_factory=dict, repr=False)
     _ticks: dict[str, int] = field(default_factory=dict, repr=False)
@@ -175,12 +186,21 @@ class Context:
         """``n`` units of ``stage`` done (default: the stage running in this thread).
 
         Name the stage when the call may come from another thread (a producer's callback).
+
+        Raises:
+            Cancelled: the job is being interrupted.
         """
+        self.check_cancelled()
         assert self.progress is not None
         with self._lock:
             stage = current_stage() if stage is None else stage
             self._ticks[stage] = self._ticks.get(stage, 0) + n
         self.progress.advance(n, what)
+
+    def check_cancelled(self) -> None:
+        """Raise :class:`Cancelled` once the job is being interrupted (``cancelled`` is set)."""
+        if self.cancelled.is_set():
+            raise Cancelled("the main job is being interrupted")
 
     def ticks(self, stage: str) -> int:
         """Units the stage ``stage`` has ticked so far."""

@@ -9,11 +9,14 @@ theory checks run while the synthetic grids and the real-data digits runs train.
 A stage that raises is recorded as failed with its traceback; the stages after it still run (a
 failed stage counts as done), so the report is written and names the failure, and the job's
 status is 1. Records keep the stage order whatever the timing (:meth:`figures.context.Context.add`).
+A Ctrl-C while stages run at once asks them to stop (``ctx.cancelled``) and is raised in the
+caller once they have (or after :data:`GRACE_S` seconds); the stores keep every finished run.
 """
 
 from __future__ import annotations
 
-import concurrent.futures as cf
+import queue
+import threading
 import time
 import traceback
 from collections.abc import Sequence
@@ -95,22 +98,60 @@ def run_stages(ctx: Context, stages: Sequence[Stage] | None = None) -> int:
         for st in stages:
             results[st.name] = _run_one(ctx, st)
     else:
-        by_name = {s.name: s for s in stages}
-        pending = [s.name for s in stages]
-        running: dict[cf.Future, str] = {}
-        with cf.ThreadPoolExecutor(max_workers=len(stages), thread_name_prefix="stage") as pool:
-            while pending or running:
-                for name in [n for n in pending if deps[n] <= set(results)]:
-                    pending.remove(name)
-                    running[pool.submit(_run_one, ctx, by_name[name])] = name
-                done, _ = cf.wait(running, timeout=0.5, return_when=cf.FIRST_COMPLETED)
-                for f in done:
-                    results[running.pop(f)] = f.result()
+        results = _run_at_once(ctx, stages, deps)
     ctx.stages = [results[s.name] for s in stages]  # stage order, not completion order
     status = int(any(r.status == "failed" for r in ctx.stages))
     if any(getattr(r, "verdict", None) == sources.claims.Verdict.FAIL for r in ctx.records):
         status = 1
     return status
+
+
+#: Seconds an interrupted job waits for its running stages to stop before it leaves them.
+GRACE_S = 10.0
+
+
+def _run_at_once(ctx: Context, stages: Sequence[Stage], deps: dict[str, set[str]]) -> dict[str, StageResult]:
+    """Every stage in its own (daemon) thread as soon as the stages it waits for are done.
+
+    On Ctrl-C (KeyboardInterrupt in this, the main thread) ``ctx.cancelled`` is set, so that the
+    running stages stop at their next unit of progress (:class:`figures.context.Cancelled`); it
+    waits up to :data:`GRACE_S` seconds for them, then raises the KeyboardInterrupt (a stage still
+    running then, e.g. inside one theory check, ends with the process).
+    """
+    by_name = {s.name: s for s in stages}
+    pending = [s.name for s in stages]
+    results: dict[str, StageResult] = {}
+    finished: queue.Queue = queue.Queue()
+    running: dict[str, threading.Thread] = {}
+
+    def target(st: Stage) -> None:
+        try:
+            finished.put((st.name, _run_one(ctx, st)))
+        except KeyboardInterrupt:  # Cancelled, or the producer's own interruption
+            finished.put((st.name, None))
+
+    try:
+        while pending or running:
+            for name in [n for n in pending if deps[n] <= set(results)]:
+                pending.remove(name)
+                t = threading.Thread(target=target, args=(by_name[name],), name=f"stage-{name}", daemon=True)
+                running[name] = t
+                t.start()
+            try:
+                name, res = finished.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            running.pop(name).join()
+            if res is None:  # a stage interrupted without a Ctrl-C here: stop the job as one would
+                raise KeyboardInterrupt(f"stage {name} was interrupted")
+            results[name] = res
+    except KeyboardInterrupt:
+        ctx.cancelled.set()
+        deadline = time.monotonic() + GRACE_S
+        for t in running.values():
+            t.join(max(0.0, deadline - time.monotonic()))
+        raise
+    return results
 
 
 def _emergency_report(ctx: Context, res: StageResult) -> None:

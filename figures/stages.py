@@ -30,9 +30,9 @@ then returns a non-zero status.
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import os
 import threading
+import traceback
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -253,7 +253,8 @@ class RealdataStage:
     spectra of every stored real-data run (:func:`sources.realdata_spectrum`). While it trains,
     the progress advances by one unit per digits run found finished in the store (polled every
     second). With more than one job it trains in a child process of its own (its worker pool is
-    then apart from the synthetic stage's, which trains at the same time).
+    then apart from the synthetic stage's, which trains at the same time), which an interrupted
+    job terminates (the store keeps the finished runs).
 
     Args:
         train: ``train(results, jobs, scale) -> dict`` (default :func:`sources.run_digits`).
@@ -321,14 +322,31 @@ class RealdataStage:
             return self.train(ctx.results, ctx.jobs, ctx.scale)
         import multiprocessing
 
-        with cf.ProcessPoolExecutor(
-            max_workers=1,
-            mp_context=multiprocessing.get_context("spawn"),
-            initializer=sources.worker_init,
-            initargs=(os.getpid(),),
-        ) as pool:
-            job = pool.submit(sources.run_in_child, self.train, str(ctx.results), ctx.jobs, ctx.scale)
-            return job.result()
+        mp = multiprocessing.get_context("spawn")
+        receive, send = mp.Pipe(duplex=False)
+        args = (str(ctx.results), ctx.jobs, ctx.scale)
+        proc = mp.Process(
+            target=_child_entry, args=(send, os.getpid(), self.train, args), name="figures-realdata"
+        )
+        proc.start()
+        send.close()
+        try:
+            while not receive.poll(0.5):
+                ctx.check_cancelled()  # interrupted: the child is terminated below
+            try:
+                ok, value, tb = receive.recv()
+            except EOFError:
+                proc.join()
+                raise RuntimeError(
+                    f"the digits child process ended with exit code {proc.exitcode} and no result"
+                ) from None
+        finally:
+            if proc.is_alive():
+                proc.terminate()
+            proc.join()
+        if not ok:
+            raise RuntimeError(f"in the digits child process: {value}") from _ChildError(tb)
+        return value
 
     def run(self, ctx: Context) -> str:
         """Train or reuse the digits runs, then the spectra; :class:`StageFailure` when runs failed."""
@@ -360,6 +378,28 @@ class RealdataStage:
         if failed:
             raise StageFailure(f"{len(failed)} digits runs failed ({failed[0]}); " + "; ".join(parts))
         return "; ".join(parts) or "nothing to train for the chosen figures"
+
+
+class _ChildError(Exception):
+    """The traceback of an exception raised in a child process (the cause of the parent's error)."""
+
+
+def _child_entry(conn: Any, parent_pid: int, fn: Callable[..., Any], args: tuple) -> None:
+    """A child process of the figures: ``fn(*args)``, its outcome sent back through ``conn``.
+
+    It ignores SIGINT and exits when the main job is gone (:func:`sources.worker_init`); the
+    main job terminates it when interrupted. Sends ``(True, value, "")`` or ``(False, "Type:
+    message", traceback)``.
+    """
+    sources.worker_init(parent_pid)
+    try:
+        value = sources.run_in_child(fn, *args)
+    except BaseException as exc:
+        conn.send((False, f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+    else:
+        conn.send((True, value, ""))
+    finally:
+        conn.close()
 
 
 class WeinceStage:

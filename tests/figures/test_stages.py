@@ -414,3 +414,84 @@ def test_realdata_stage_in_a_child_process_ends_when_its_work_does(tmp_path):
     worker.join(90)
     assert not worker.is_alive(), "the child process of the realdata stage did not end"
     assert "14 runs trained" in out["detail"] and time.perf_counter() - t0 < 90
+
+
+def _digits_that_fail(results, jobs, scale):
+    raise ValueError("digits store unreadable")
+
+
+def _digits_that_hang(results, jobs, scale):
+    import os
+    import time
+    from pathlib import Path
+
+    Path(results).mkdir(parents=True, exist_ok=True)
+    (Path(results) / "child.pid").write_text(str(os.getpid()))
+    time.sleep(120)
+    return {}
+
+
+def test_realdata_child_errors_are_named_and_an_interrupt_ends_the_child(tmp_path):
+    import os
+    import threading
+    import time
+
+    from figures.context import Cancelled
+    from figures.stages import RealdataStage
+
+    def stage(train):
+        return RealdataStage(
+            train=train, count=lambda results, scale: (0, 0), spectrum=lambda r: pd.DataFrame()
+        )
+
+    ctx = _ctx(tmp_path, ids=(), jobs=2, progress=Progress(0, quiet=True))
+    assert run_stages(ctx, [stage(_digits_that_fail)]) == 1
+    res = ctx.stages[0]
+    assert (
+        res.status == "failed"
+        and "in the digits child process: ValueError: digits store unreadable" in res.detail
+    )
+    assert "_digits_that_fail" in res.error  # the child's traceback
+
+    ctx = _ctx(tmp_path, ids=(), jobs=2, progress=Progress(0, quiet=True))
+    pid_file = tmp_path / "res" / "child.pid"
+
+    def interrupt():
+        while not pid_file.is_file():
+            time.sleep(0.05)
+        ctx.cancelled.set()
+
+    threading.Thread(target=interrupt, daemon=True).start()
+    t0 = time.perf_counter()
+    with pytest.raises(Cancelled):
+        stage(_digits_that_hang).run(ctx)
+    assert time.perf_counter() - t0 < 60
+    with pytest.raises(ProcessLookupError):  # terminated and reaped
+        os.kill(int(pid_file.read_text()), 0)
+
+
+@pytest.mark.timeout(60)  # the stage loops until it is cancelled: a hang is the failure
+def test_ctrl_c_with_stages_at_once_stops_them_and_is_raised(tmp_path):
+    import _thread
+    import threading
+    import time
+
+    stopped = threading.Event()
+
+    def ticking(ctx):
+        try:
+            while True:  # ends only through Cancelled, raised by ctx.tick
+                time.sleep(0.02)
+                ctx.tick("step")
+        finally:
+            stopped.set()
+
+    ctx = _ctx(tmp_path, ids=(), jobs=2, progress=Progress(0, quiet=True))
+    stages = [FakeStage("a", ticking, after=(), units=10**6), FakeStage("b", lambda ctx: "b", after=())]
+    timer = threading.Timer(0.5, _thread.interrupt_main)  # a Ctrl-C in the main thread
+    timer.start()
+    t0 = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt):
+        run_stages(ctx, stages)
+    timer.join()
+    assert ctx.cancelled.is_set() and stopped.wait(5) and time.perf_counter() - t0 < 5
