@@ -7,11 +7,12 @@ Run ``python -m figures --help`` for the flags. What it does, stage by stage, is
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
 
-__all__ = ["build_parser", "main"]
+__all__ = ["default_jobs", "build_parser", "main"]
 
 _EPILOG = """\
 stages (one progress bar across all of them; one-line progress messages when stderr is not a terminal):
@@ -35,8 +36,9 @@ stages (one progress bar across all of them; one-line progress messages when std
   render     every figure its data allows: OUT/<id>.png (150 dpi) and OUT/<id>.pdf; the others are
              listed as not available, with the reason and the command that produces their data
   report     OUT/report.md and OUT/report.html (self-contained, opens offline)
-With --jobs 1 the stages run one after the other; with more, theory, synthetic and realdata run
-at the same time (weince after realdata, pickup after both trainers, then render and report).
+With --jobs 1 (the default at --scale quick) the stages run one after the other; with more (the
+default elsewhere: the usable cores), theory, synthetic and realdata run at the same time (weince
+after realdata, pickup after both trainers, then render and report).
 
 exit status: 0 when every stage ran and no theory check failed; 1 when a stage failed or a check
 FAILed (the report is still written and names it); 2 for a usage error.
@@ -47,6 +49,16 @@ examples:
   python -m figures --only spectrum_scl S3        # one figure and every figure of claim S3
   python -m figures --list                        # the figure ids, their claims and tables
 """
+
+
+def default_jobs(scale: str) -> int:
+    """The default of ``--jobs``: 1 at the quick scale, else the CPU cores this process may use."""
+    if scale == "quick":
+        return 1
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # no sched_getaffinity (macOS, Windows)
+        return max(1, os.cpu_count() or 1)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -95,11 +107,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--jobs",
         type=int,
-        default=1,
+        default=None,
         metavar="N",
         help="worker processes of the synthetic runs, the digits runs and the rendering; with more "
-        "than 1 the theory, synthetic and realdata stages also run at the same time (default 1: "
-        "everything in this process, one stage after the other)",
+        "than 1 the theory, synthetic and realdata stages also run at the same time (1: everything "
+        "in this process, one stage after the other). Default: 1 at --scale quick (starting "
+        f"workers costs more than it saves there), else the CPU cores this process may use ({default_jobs('default')} here)",
     )
     p.add_argument(
         "--scheduler",
@@ -162,6 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     argv = list(sys.argv[1:] if argv is None else argv)
+    if args.jobs is None:
+        args.jobs = default_jobs(args.scale)
     if args.jobs < 1:
         parser.error(f"--jobs must be >= 1, got {args.jobs}")
     if args.seed < 0:

@@ -145,7 +145,8 @@ class SyntheticStage:
     Args:
         train: ``train(results, scale, jobs=, scheduler=, progress=) -> dict`` (default
             :func:`sources.run_synthetic`).
-        count: ``count(scale) -> int``, the runs ``train`` goes through (progress units).
+        count: ``count(scale) -> int``, the runs ``train`` goes through (progress units; default
+            :func:`sources.synthetic_runs`).
         load: ``load(results) -> DataFrame`` (default :func:`sources.load_synthetic`).
         spectrum: ``spectrum(table) -> DataFrame`` (default :func:`sources.spectrum_table`).
         judge: ``judge(table, results=..., scale=...) -> list[Claim]`` (default

@@ -113,3 +113,11 @@ def test_quick_end_to_end_then_warm(tmp_path):
     n_synthetic = sum(len(load_grid(name, scale="quick")) for name in CLAIM_GRIDS.values())
     assert f"0 runs trained, {n_synthetic} reused" in warm.stdout
     assert f"0 runs trained, {len(hcl) + len(two)} cached" in warm.stdout
+
+
+def test_default_jobs_are_the_usable_cores_except_at_quick_scale():
+    from figures.__main__ import default_jobs
+
+    assert default_jobs("quick") == 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    assert default_jobs("default") == default_jobs("paper") == cores
