@@ -1,4 +1,4 @@
-"""``python -m figures``: the main job -- theory checks, results pickup, every figure, the report.
+"""``python -m figures``: the main job -- theory checks, synthetic grids, digits runs, every figure, the report.
 
 Run ``python -m figures --help`` for the flags. What it does, stage by stage, is described in
 :mod:`figures.stages`; the report in :mod:`figures.report`.
@@ -7,47 +7,68 @@ Run ``python -m figures --help`` for the flags. What it does, stage by stage, is
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
 
-__all__ = ["build_parser", "main"]
+__all__ = ["default_jobs", "build_parser", "main"]
 
 _EPILOG = """\
 stages (one progress bar across all of them; one-line progress messages when stderr is not a terminal):
   theory     the theory checks T1-T8 and the W-law (python -m theory), and the theory tables of the
              figures (Harris gap, HUCL at NC, cvxpy Gram matrices); cached under RESULTS/cache/figures/
              keyed by scale, seed and a hash of the theory sources: a warm run reuses them
-  synthetic  reads synthetic grid results under RESULTS/synthetic, RESULTS/claims or RESULTS
-             (written by `python -m synthetic sweep ... --results RESULTS/synthetic`) and the
-             verdicts of S1-S4 and R5; claims without stored runs read NOT RUN with the command
+  synthetic  trains the synthetic claim grids of S1-S4, R4, R5 at the chosen scale into
+             RESULTS/synthetic/<grid>[-<scale>] (as `python -m synthetic sweep GRID --results
+             RESULTS/synthetic` does; stored runs are never trained again), then the synthetic
+             package judges every stored scale; the figures draw, per grid, the largest scale stored
+  realdata   the real-data digits scale (`python -m realdata digits`; quick at --scale quick, else
+             default): trains or reuses the digits runs and writes the records R1-R5, W1-W4
+             (RESULTS/records), the tables (RESULTS/tables) and the WeiNCE score files
+             (RESULTS/weince); the CIFAR-scale claims read NOT RUN with their GPU command unless
+             `python -m realdata claims ...` stored their results there
   weince     the WeiNCE noise-floor simulation and the W5 verdict (cached); POT and link-selection
              tables from RESULTS/weince/pot_scores.csv (column score) and
              RESULTS/weince/link_candidates.npz when present
-  pickup     results produced elsewhere: claim records RESULTS/records/*.json (theory.claims JSON)
-             and tables RESULTS/tables/<table>.csv
+  pickup     claim records RESULTS/records/*.json (theory.claims JSON) and tables
+             RESULTS/tables/<table>.csv, from the realdata stage or produced elsewhere
   render     every figure its data allows: OUT/<id>.png (150 dpi) and OUT/<id>.pdf; the others are
              listed as not available, with the reason and the command that produces their data
   report     OUT/report.md and OUT/report.html (self-contained, opens offline)
+With --jobs 1 (the default at --scale quick) the stages run one after the other; with more (the
+default elsewhere: the usable cores), theory, synthetic and realdata run at the same time (weince
+after realdata, pickup after both trainers, then render and report).
 
 exit status: 0 when every stage ran and no theory check failed; 1 when a stage failed or a check
 FAILed (the report is still written and names it); 2 for a usage error.
 
 examples:
   python -m figures                               # default scale, results/ -> results/figures/
-  python -m figures --scale quick --out /tmp/fig  # smoke test (well under a minute)
+  python -m figures --scale quick --out /tmp/fig  # smoke test (about a minute from cold)
   python -m figures --only spectrum_scl S3        # one figure and every figure of claim S3
   python -m figures --list                        # the figure ids, their claims and tables
 """
+
+
+def default_jobs(scale: str) -> int:
+    """The default of ``--jobs``: 1 at the quick scale, else the CPU cores this process may use."""
+    if scale == "quick":
+        return 1
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # no sched_getaffinity (macOS, Windows)
+        return max(1, os.cpu_count() or 1)
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argparse parser of ``python -m figures``."""
     p = argparse.ArgumentParser(
         prog="python -m figures",
-        description="The main job of the project: run (or reuse from the cache) the theory checks and the "
-        "WeiNCE diagnostics, pick up stored synthetic and real-data results, render every "
-        "figure the data allows and write the claims report (report.md, report.html).",
+        description="The main job of the project: run (or reuse from the cache and the stores) the theory "
+        "checks, the synthetic claim grids, the real-data digits scale and the WeiNCE diagnostics, "
+        "pick up results produced elsewhere, render every figure the data allows and write the "
+        "claims report (report.md, report.html).",
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -55,10 +76,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--scale",
         choices=("quick", "default", "paper"),
         default="default",
-        help="size of the computations: quick (theory --quick, small Monte Carlo: well under a "
-        "minute, for tests), default (the full theory checks, the authors' 12 000 noise-floor "
-        "replications) or paper (larger Monte Carlo samples); synthetic results of the "
-        "matching grid scale are preferred (default: default)",
+        help="size of the computations: quick (theory --quick, small Monte Carlo, the synthetic "
+        "grids' quick scale, the digits quick scale: about a minute, for tests), default (the "
+        "full theory checks, the authors' 12 000 noise-floor replications, the grids' default "
+        "scale, the digits default scale) or paper (larger Monte Carlo samples, the grids' paper "
+        "scale; digits at the default scale); the figures draw each grid's largest stored "
+        "scale (default: default)",
     )
     p.add_argument(
         "--only",
@@ -66,13 +89,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ID",
         default=None,
         help="render only these figures: figure ids (see --list) or claim ids (every figure "
-        "showing that claim); the report still lists every claim",
+        "showing that claim); the synthetic and realdata stages then train only what a chosen "
+        "figure reads; the report still lists every claim (judged from what is stored)",
     )
     p.add_argument(
         "--results",
         default="results",
         metavar="DIR",
-        help="results folder read by the stages and holding the cache (default: results)",
+        help="results folder the stages train into and read, holding the cache (default: results)",
     )
     p.add_argument(
         "--out",
@@ -83,17 +107,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--jobs",
         type=int,
-        default=1,
+        default=None,
         metavar="N",
-        help="worker processes that render figures in parallel (default 1: in this process)",
+        help="worker processes of the synthetic runs, the digits runs and the rendering; with more "
+        "than 1 the theory, synthetic and realdata stages also run at the same time (1: everything "
+        "in this process, one stage after the other). Default: 1 at --scale quick (starting "
+        f"workers costs more than it saves there), else the CPU cores this process may use ({default_jobs('default')} here)",
     )
     p.add_argument(
         "--scheduler",
         default=None,
         metavar="ADDR",
-        help="dask.distributed scheduler address (tcp://host:8786) for stages that train; the "
-        "current stages only read stored results, so it is recorded in the report and passed "
-        "on, and nothing is sent to it",
+        help="dask.distributed scheduler address (tcp://host:8786): the synthetic runs train on "
+        "that cluster instead of local processes (the digits runs train locally)",
     )
     p.add_argument(
         "--seed",
@@ -149,6 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     argv = list(sys.argv[1:] if argv is None else argv)
+    if args.jobs is None:
+        args.jobs = default_jobs(args.scale)
     if args.jobs < 1:
         parser.error(f"--jobs must be >= 1, got {args.jobs}")
     if args.seed < 0:
@@ -184,6 +212,7 @@ def main(argv: list[str] | None = None) -> int:
         refresh=args.refresh,
         progress=progress,
         argv=argv,
+        only=args.only is not None,
     )
     t0 = time.perf_counter()
     try:

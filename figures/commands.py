@@ -1,7 +1,11 @@
-"""The command that produces each claim's results (shown for every NOT RUN claim and figure).
+"""The command that produces each claim's results (shown for a claim no stage produced a record of).
 
-One place for the command lines of the other packages (``python -m theory``, ``python -m
-synthetic``, ``python -m realdata``), so that a change of their interface is made here only.
+Every record a stage produces carries its producer's own command (``python -m theory``, the
+synthetic package's ``synthetic.claims.command``, the real-data package's
+``realdata.grids.group_command``); :func:`command_for` gives the same command lines for every id of
+the catalogue (``theory.claims.CATALOGUE``), so that the report names one for a claim without any
+record too. A test compares them with the producers' own commands, so a change of those
+interfaces shows up there and is made here.
 """
 
 from __future__ import annotations
@@ -9,7 +13,7 @@ from __future__ import annotations
 import os
 import re
 
-__all__ = ["SCALES", "CHECK_IDS", "CLAIM_COMMANDS", "command_for"]
+__all__ = ["SCALES", "CHECK_IDS", "SYNTHETIC_GRIDS", "REALDATA_GROUPS", "CLAIM_COMMANDS", "command_for"]
 
 #: The check ids of the claims catalogue (theory.claims.CHECK_IDS; a test keeps them equal).
 CHECK_IDS = ("T1", "T2", "T3", "T4", "T5", "T6", "T7", "T8", "W-law")
@@ -17,36 +21,36 @@ CHECK_IDS = ("T1", "T2", "T3", "T4", "T5", "T6", "T7", "T8", "W-law")
 #: The scales of the main job.
 SCALES = ("quick", "default", "paper")
 
-#: The command that produces each claim's results. ``{results}`` is the results folder and
-#: ``{quick}`` is `` --quick`` at the quick scale; ``{scale}`` the scale's grid option.
+#: The grid of each claim the synthetic package judges (``synthetic.claims.CLAIM_GRIDS``).
+SYNTHETIC_GRIDS = {
+    "S1": "s1_scl_hscl_nc",
+    "S2": "s2_ucl_positives",
+    "S3": "s3_hucl_beta",
+    "S4": "s4_no_normalisation",
+    "R4": "r4_near_nc",
+    "R5": "r5_batch_size",
+}
+
+#: The real-data claim group (``python -m realdata claims GROUP``) of the real-data claims.
+REALDATA_GROUPS = {"R1": "r1-r3", "R2": "r1-r3", "R3": "r1-r3", "W1": "w1-w3", "W2": "w1-w3", "W3": "w1-w3"}
+
+_SYNTHETIC = (
+    "python -m synthetic sweep {grid}{scale} --results {results}/synthetic && "
+    "python -m synthetic claims {results}/synthetic"
+)
+_REALDATA = "python -m realdata claims {group} --root DATA --results {results} --device cuda"
+
+#: The command of each catalogue id. ``{results}`` is the results folder (W5 and the theory
+#: checks read nothing from it and do not name it: their results depend on the scale only), ``{quick}`` is
+#: `` --quick`` at the quick scale and ``{scale}`` `` --scale NAME`` at a scale other than the
+#: default. R4 and R5 name the synthetic grids (their producer in the catalogue); the real-data
+#: package also judges them at its digits scale. R1-R3 and W1-W3 name the real-data paper scale
+#: (CIFAR-100 on a GPU; ``DATA`` is the datasets folder), whatever the job's scale.
 CLAIM_COMMANDS: dict[str, str] = {
     **{cid: "python -m theory{quick}" for cid in CHECK_IDS},
-    "S1": "python -m synthetic sweep s1_scl_hscl_nc{scale} --results {results}/synthetic && "
-    "python -m synthetic claims {results}/synthetic",
-    "S2": "python -m synthetic sweep s2_ucl_positives{scale} --results {results}/synthetic && "
-    "python -m synthetic claims {results}/synthetic",
-    "S3": "python -m synthetic sweep s3_hucl_beta{scale} --results {results}/synthetic && "
-    "python -m synthetic claims {results}/synthetic",
-    "S4": "python -m synthetic sweep s4_no_normalisation{scale} --results {results}/synthetic && "
-    "python -m synthetic claims {results}/synthetic",
-    "R5": "python -m synthetic sweep r5_batch_size{scale} --results {results}/synthetic && "
-    "python -m synthetic claims {results}/synthetic",
-    "R4": "python -m synthetic sweep r4_near_nc{scale} --results {results}/synthetic "
-    "(near-NC-initialisation grid: not shipped yet)",
-    "R1": "python -m realdata train --dataset cifar100 --method HSCL --beta B --normalization ball "
-    "--results {results}/realdata, B in 0 2 5 10 30 (real-data package: not available yet)",
-    "R2": "python -m realdata train --dataset cifar100 --method HSCL --beta B --normalization ball "
-    "--results {results}/realdata, B in 0 2 5 10 30 (real-data package: not available yet)",
-    "R3": "python -m realdata train --dataset cifar100 --method HUCL --beta B --normalization ball "
-    "--results {results}/realdata, B in 0 2 5 10 30 (real-data package: not available yet)",
-    "W1": "python -m realdata train --dataset cifar100 --method WeiNCE --results {results}/realdata, then "
-    "its POT scores into {results}/weince/pot_scores.csv (real-data package: not available yet)",
-    "W2": "python -m realdata train --dataset cifar100 --method WeiNCE --results {results}/realdata, then "
-    "its link candidates into {results}/weince/link_candidates.npz (real-data package: not available yet)",
-    "W3": "python -m realdata train --dataset cifar100 --arch resnet18 --method InfoNCE|WeiNCE "
-    "--results {results}/realdata && python -m realdata eval ... (real-data package: not available yet)",
-    "W4": "python -m benchmarks.bench_weince (step-time overhead; the GPU check of the real-data package "
-    "is not available yet)",
+    **{cid: _SYNTHETIC.replace("{grid}", grid) for cid, grid in SYNTHETIC_GRIDS.items()},
+    **{cid: _REALDATA.replace("{group}", group) for cid, group in REALDATA_GROUPS.items()},
+    "W4": "python -m benchmarks.gpu_check --out {results}/bench/gpu_check.json (on a GPU)",
     "W5": "python -m figures --only noise_floor{scale}",
 }
 
@@ -56,7 +60,7 @@ def command_for(claim_id: str, *, results: str | os.PathLike = "results", scale:
 
     Args:
         claim_id: a catalogue id.
-        results: the results folder of the main job.
+        results: the results folder of the main job (named by the commands whose claims read it).
         scale: one of :data:`SCALES`, or the name of a grid file's own ``[scale.NAME]`` (the
             synthetic grids may define more scales than the main job).
 
@@ -67,7 +71,8 @@ def command_for(claim_id: str, *, results: str | os.PathLike = "results", scale:
         raise ValueError(f"claim_id must be one of {list(CLAIM_COMMANDS)}, got {claim_id!r}")
     if not isinstance(scale, str) or not re.match(r"^[A-Za-z0-9_]+$", scale):
         raise ValueError(f"scale must be one of {SCALES} or a grid scale name, got {scale!r}")
-    grid_scale = "" if scale == "default" else f" --scale {scale}"
     return CLAIM_COMMANDS[claim_id].format(
-        results=str(results), quick=" --quick" if scale == "quick" else "", scale=grid_scale
+        results=str(results),
+        quick=" --quick" if scale == "quick" else "",
+        scale="" if scale == "default" else f" --scale {scale}",
     )

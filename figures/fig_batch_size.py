@@ -86,12 +86,14 @@ def render(tables: dict[str, pd.DataFrame], where: dict | None = None) -> Figure
     def part(frame: pd.DataFrame, key: tuple | None) -> pd.DataFrame:
         if key is None:
             return frame
-        return frame[np.logical_and.reduce([frame[c] == v for c, v in zip(groups, key)])]
+        return frame[np.logical_and.reduce([frame[c] == v for c, v in zip(groups, key, strict=True)])]
 
     def label(key: tuple | None) -> str | None:
         if key is None:
             return None
-        return ", ".join(f"{c}={v:g}" if isinstance(v, float) else f"{c}={v}" for c, v in zip(groups, key))
+        return ", ".join(
+            f"{c}={v:g}" if isinstance(v, float) else f"{c}={v}" for c, v in zip(groups, key, strict=True)
+        )
 
     pal = sns.color_palette("crest", max(len(keys), 1))
     for k, (metric, ylabel) in enumerate(

@@ -81,7 +81,7 @@ def render(tables: dict[str, pd.DataFrame], family: str = "SCL", where: dict | N
     t = _table(tables)
     rows, setting = frames.pick_setting(frames.family_rows(t, family), where=where)
     fig, axes = style.new_figure(1, 3, width=16.0, height=5.0)
-    for k, (ax, (metric, title, ylabel, ylim)) in enumerate(zip(axes[0], PANELS)):
+    for k, (ax, (metric, title, ylabel, ylim)) in enumerate(zip(axes[0], PANELS, strict=True)):
         drawn = curves_by_beta(ax, frames.finite(rows, metric), metric, family)
         style.ideal_line(ax, 0.0, label="ideal 0")
         authors_ylim(ax, drawn, ylim)

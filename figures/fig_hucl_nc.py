@@ -41,7 +41,7 @@ def render(tables: dict[str, pd.DataFrame]) -> Figure:
         raise ValueError(f"tables['hucl_nc'] must have the columns {list(COLUMNS)}")
     Cs = sorted(int(c) for c in t["num_classes"].unique())
     fig, axes = style.new_figure(1, len(Cs), width=7.0 * len(Cs), height=5.0)
-    for ax, C in zip(axes[0], Cs):
+    for ax, C in zip(axes[0], Cs, strict=True):
         g = t[t["num_classes"].astype(int) == C].sort_values("beta")
         l1 = ax.plot(g["beta"], g["hucl_at_nc"], color=style.method_color("HUCL"), label="L_HUCL at NC")
         ax.axhline(

@@ -69,7 +69,7 @@ def render(
     )
     kinds = [k for k in ("label", "noise") if k in set(rows["positives"].astype(str))]
     kinds += sorted(set(rows["positives"].astype(str)) - set(kinds))
-    for ax, (metric, title, ylabel) in zip(axes[0], panels):
+    for ax, (metric, title, ylabel) in zip(axes[0], panels, strict=True):
         for kind in kinds:
             r = frames.finite(rows[rows["positives"].astype(str) == kind], metric)
             for b in frames.betas_of(r):

@@ -61,7 +61,7 @@ def render(
     shown = [e for e in (early, last) if e is not None]
     fig, axes = style.new_figure(1, len(shown), width=6.0 * len(shown) + 1.5, height=5.0, sharey=True)
     lowest = 0.0
-    for ax, ep in zip(axes[0], shown):
+    for ax, ep in zip(axes[0], shown, strict=True):
         at = rows[rows["epoch"] == ep]
         for b in frames.betas_of(at):
             g = style.aggregate_seeds(at[at["beta"].astype(float) == b], "index", "log_ratio")

@@ -66,7 +66,7 @@ def render(tables: dict[str, pd.DataFrame], family: str = "SCL", where: dict | N
     else:
         norms = [None]
     fig, axes = style.new_figure(1, 3, width=16.0, height=5.0)
-    for k, (ax, (metric, title, ylabel)) in enumerate(zip(axes[0], PANELS)):
+    for ax, (metric, title, ylabel) in zip(axes[0], PANELS, strict=True):
         for norm in norms:
             r = last if norm is None else last[last["normalization"].astype(str) == norm]
             g = style.aggregate_seeds(frames.finite(r, metric), "beta", metric)

@@ -27,6 +27,9 @@ __all__ = [
     "early_epoch",
     "betas_of",
     "finite",
+    "SCALE_RANK",
+    "grid_scale",
+    "primary_grids",
 ]
 
 #: The two families of the hard-negative paper (arXiv 2311.05139, §2): base and hard method.
@@ -180,13 +183,13 @@ def pick_setting(
         key = key if isinstance(key, tuple) else (key,)
         cover = tuple(-g[c].nunique() if c in g.columns else 0 for c in maximise)
         n_runs = g["run_key"].nunique() if "run_key" in g.columns else len(g)
-        pref = sum(_pref_rank(c, v) for c, v in zip(cols, key))
+        pref = sum(_pref_rank(c, v) for c, v in zip(cols, key, strict=True))
         score = (*cover, -n_runs, pref)
         if best_key is None or score < best_key:
             best_key, best = score, (key, g)
     assert best is not None
     key, rows = best
-    setting.update(dict(zip(cols, key)))
+    setting.update(dict(zip(cols, key, strict=True)))
     return rows, setting
 
 
@@ -282,3 +285,37 @@ def finite(frame: pd.DataFrame, column: str) -> pd.DataFrame:
         return frame.iloc[0:0]
     v = pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=float)
     return frame[np.isfinite(v)]
+
+
+#: Rank of the scales of the results: the paper scale wins over the default over the quick one;
+#: anything else (e.g. the real-data digits scale) ranks below.
+SCALE_RANK = {"paper": 3, "default": 2, "quick": 1}
+
+
+def grid_scale(grid: str) -> tuple[str, str]:
+    """``(grid name, scale)`` of a grid folder name.
+
+    ``"s3_hucl_beta-paper"`` -> ``("s3_hucl_beta", "paper")``; a name without a ``-<scale>``
+    suffix is the default scale.
+    """
+    name, _, scale = str(grid).rpartition("-")
+    return (name, scale) if name and scale else (str(grid), "default")
+
+
+def primary_grids(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per grid, the rows of its largest stored scale (:data:`SCALE_RANK`), the others dropped.
+
+    A table without a ``grid`` column is returned as it is.
+    """
+    if not isinstance(frame, pd.DataFrame) or "grid" not in frame.columns or len(frame) == 0:
+        return frame
+    folders = list(dict.fromkeys(frame["grid"].astype(str)))
+    best: dict[str, str] = {}
+    for f in folders:
+        name, scale = grid_scale(f)
+        if name not in best or SCALE_RANK.get(scale, 0) > SCALE_RANK.get(grid_scale(best[name])[1], 0):
+            best[name] = f
+    keep = set(best.values())
+    out = frame[frame["grid"].astype(str).isin(keep)]
+    out.attrs.update(frame.attrs)
+    return out

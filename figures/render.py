@@ -108,11 +108,14 @@ class RenderStage:
     """
 
     name = "render"
+    after: tuple[str, ...] = ("theory", "synthetic", "realdata", "weince", "pickup")
 
     def units(self, ctx: Context) -> int:
+        """One unit per selected figure."""
         return len(ctx.figures)
 
     def run(self, ctx: Context) -> str:
+        """Render (or keep) every selected figure; a figure that failed to render raises."""
         ctx.out.mkdir(parents=True, exist_ok=True)
         results: dict[str, FigureResult] = {}
         if ctx.jobs > 1 and len(ctx.figures) > 1:
@@ -156,11 +159,14 @@ class ReportStage:
     """Write ``report.md`` and ``report.html`` into the output folder."""
 
     name = "report"
+    after: tuple[str, ...] = ("render",)
 
     def units(self, ctx: Context) -> int:
+        """One unit."""
         return 1
 
     def run(self, ctx: Context) -> str:
+        """Write the report files into the output folder."""
         from figures import report
 
         ctx.report_paths = report.write_report(ctx)

@@ -1,16 +1,23 @@
-"""The one adapter between :mod:`figures` and the computing packages (theory, synthetic).
+"""The one adapter between :mod:`figures` and the computing packages (theory, synthetic, realdata).
 
-Every import of ``theory`` and ``synthetic`` made by the figures package is in this module (the
-figure modules themselves import only pandas, numpy, matplotlib, seaborn and
+Every import of ``theory``, ``synthetic`` and ``realdata`` made by the figures package is in this
+module (the figure modules themselves import only pandas, numpy, matplotlib, seaborn and
 :mod:`figures.style`), so a re-layout of those packages is absorbed here. The module provides:
 
 * the claims record type (:data:`claims`, re-exported ``theory.claims``);
 * :func:`theory_claims`: the theory checks T1-T8 and the W-law as claim records;
 * small *producers* of tidy tables computed from theory in seconds: :func:`harris_gap_table`,
-  :func:`hucl_nc_table`, :func:`gram_table`, :func:`noise_floor_table`; the EVT tables :func:`pot_tables` and :func:`link_tables` from scores;
-* the synthetic results: :func:`find_synthetic_results`, :func:`load_synthetic`,
-  :func:`spectrum_table`, :func:`synthetic_claims`;
-* :func:`source_paths` (the files whose content keys the cache).
+  :func:`hucl_nc_table`, :func:`gram_table`, :func:`noise_floor_table`; the EVT tables
+  :func:`pot_tables` and :func:`link_tables` from scores;
+* the synthetic claim grids: :func:`run_synthetic` (run or reuse them at a scale),
+  :func:`load_synthetic`, :func:`spectrum_table`, :func:`synthetic_claims` (the synthetic
+  package's own records), :func:`synthetic_criteria`;
+* the real-data digits scale: :func:`run_digits` (``realdata.claims.run_digits``; it writes the
+  records, tables and WeiNCE score files the later stages read), :func:`digits_progress` and
+  :func:`realdata_spectrum`;
+* :func:`worker_init` and :func:`run_in_child` (the child processes the figures start: a guard
+  against orphans, a prompt exit) and :func:`source_paths` (the files whose content keys the
+  cache).
 
 References: Jiang et al., arXiv 2311.05139 (§3 theory, §4-§5 experiments); Erol et al.,
 arXiv 2606.00262 (WeiNCE, extreme-value diagnostics).
@@ -22,7 +29,7 @@ import dataclasses
 import importlib.util
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,10 +50,20 @@ __all__ = [
     "noise_floor_table",
     "pot_tables",
     "link_tables",
+    "synthetic_folder",
+    "synthetic_runs",
+    "run_synthetic",
     "find_synthetic_results",
     "load_synthetic",
     "spectrum_table",
     "synthetic_claims",
+    "synthetic_criteria",
+    "DIGITS_SCALE",
+    "run_digits",
+    "digits_progress",
+    "realdata_spectrum",
+    "worker_init",
+    "run_in_child",
     "device_description",
 ]
 
@@ -399,6 +416,88 @@ def link_tables(cand: Any, *, tau: float | None = 0.5, source: str = "") -> dict
 SYNTHETIC_DIRS = ("synthetic", "claims", ".")
 
 
+def synthetic_folder(results: str | os.PathLike) -> Path:
+    """``RESULTS/synthetic``: where the main job stores the synthetic claim grids."""
+    return Path(results) / "synthetic"
+
+
+def _claim_grids(scale: str) -> list[Any]:
+    from synthetic.claims import CLAIM_GRIDS
+    from synthetic.grids import load_grid
+
+    return [load_grid(name, scale=scale) for name in CLAIM_GRIDS.values()]
+
+
+def synthetic_runs(scale: str = "default") -> int:
+    """How many runs the shipped claim grids hold at ``scale`` (the synthetic stage's progress units)."""
+    _check_scale(scale)
+    return sum(len(g) for g in _claim_grids(scale))
+
+
+def run_synthetic(
+    results: str | os.PathLike,
+    scale: str = "default",
+    jobs: int = 1,
+    scheduler: str | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> dict[str, Any]:
+    """Run the synthetic claim grids at ``scale`` (stored runs are reused), into ``RESULTS/synthetic``.
+
+    Every grid of ``synthetic.claims.CLAIM_GRIDS`` is swept with the synthetic package's public
+    ``synthetic.sweep.run_sweep`` into ``RESULTS/synthetic/<grid>[-<scale>]`` (the folders of
+    ``python -m synthetic sweep GRID --results RESULTS/synthetic``), stacking compatible runs as
+    that command does; a finished run is never trained again.
+
+    Args:
+        results: the main job's results folder.
+        scale: ``"quick"``, ``"default"`` or ``"paper"`` (the grids' own scales).
+        jobs: local worker processes (ignored with ``scheduler``).
+        scheduler: a dask scheduler address; the runs then train on that cluster.
+        progress: called with the number of runs finished (or found stored) since the last call.
+
+    Returns:
+        ``{"runs", "trained", "stored", "failed", "seconds"}``, ``failed`` the ``"<grid>/<key>:
+        <reason>"`` of the runs that failed now or before.
+
+    Raises:
+        ValueError: bad scale or jobs.
+    """
+    _check_scale(scale)
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"jobs must be a positive integer, got {jobs!r}")
+    import time
+
+    from synthetic.progress import SweepProgress
+    from synthetic.sweep import run_sweep
+
+    class _Forward(SweepProgress):
+        def already_done(self, n: int) -> None:
+            super().already_done(n)
+            if progress is not None and n:
+                progress(n)
+
+        def advance(self, ok: bool = True) -> None:
+            super().advance(ok)
+            if progress is not None:
+                progress(1)
+
+    t0 = time.perf_counter()
+    grids = _claim_grids(scale)
+    bar = _Forward(sum(len(g) for g in grids), mode="off")
+    out: dict[str, Any] = {"runs": 0, "trained": 0, "stored": 0, "failed": []}
+    base = synthetic_folder(results)
+    for g in sorted(grids, key=len, reverse=True):  # the largest grids first: shorter tails
+        folder = base / (g.name if scale == "default" else f"{g.name}-{scale}")
+        s = run_sweep(g, folder, n_jobs=jobs, scheduler=scheduler, stack=True, progress=bar)
+        out["runs"] += s.n_runs
+        out["trained"] += s.n_done
+        out["stored"] += s.n_skipped
+        out["failed"] += [f"{folder.name}/{k}: {v.get('reason', v)}" for k, v in s.failures.items()]
+        out["failed"] += [f"{folder.name}/{k}: failed before" for k in s.failed_before]
+    out["seconds"] = time.perf_counter() - t0
+    return out
+
+
 def find_synthetic_results(results: str | os.PathLike) -> list[Path]:
     """Folders under ``results`` holding synthetic grid folders (``<grid>/runs/``), in search order.
 
@@ -419,15 +518,21 @@ def find_synthetic_results(results: str | os.PathLike) -> list[Path]:
 def load_synthetic(results: str | os.PathLike) -> pd.DataFrame:
     """All synthetic results under ``results`` as one tidy table with a ``grid`` column.
 
-    Uses the synthetic package's loader (one table per grid folder); an empty frame when nothing
-    is stored.
+    Uses the synthetic package's loader (only complete runs; one table per grid folder); an
+    empty frame when nothing is stored. ``attrs["left_out"]`` lists the run files it left out
+    (incomplete, corrupt or failed runs, as the loader names them).
     """
+    import warnings
+
     from synthetic.results import load_results
 
-    frames = []
+    frames, left_out = [], []
     seen: set[str] = set()
     for folder in find_synthetic_results(results):
-        t = load_results(folder)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # named in attrs["left_out"], shown by the stage
+            t = load_results(folder)
+        left_out += list(t.attrs.get("excluded", [])) + list(t.attrs.get("failed", []))
         if len(t) == 0:
             continue
         if "grid" in t.columns:
@@ -435,17 +540,60 @@ def load_synthetic(results: str | os.PathLike) -> pd.DataFrame:
             seen |= set(t["grid"].astype(str))
         frames.append(t)
     if not frames:
-        return pd.DataFrame()
-    out = pd.concat(frames, ignore_index=True, sort=False)
-    cols = list(out.columns)
-    if "grid" in cols:  # keep grid first and the config columns before run_key
-        cols.remove("grid")
-        out = out[["grid"] + cols]
+        out = pd.DataFrame()
+    else:
+        out = pd.concat(frames, ignore_index=True, sort=False)
+        cols = list(out.columns)
+        if "grid" in cols:  # keep grid first and the config columns before run_key
+            cols.remove("grid")
+            out = out[["grid"] + cols]
+    out.attrs["left_out"] = left_out
     return out
+
+
+def synthetic_claims(
+    table: pd.DataFrame, *, results: str | os.PathLike = "results", scale: str = "default"
+) -> list[claims.Claim]:
+    """Claims S1-S4, R4 and R5 as the synthetic package judges them (``synthetic.claims.judge``).
+
+    Each record comes straight from its producer: verdict, evidence with seed spread, one
+    sub-check per setting, the setting, the criterion declared in the grid file and the command
+    (``RESULTS/synthetic``); NOT RUN with the command for a claim without stored runs.
+
+    Args:
+        table: :func:`load_synthetic` of the results folder (may be empty).
+        results: the main job's results folder.
+        scale: the main job's scale (its records come first, and NOT RUN commands name it).
+
+    Returns:
+        One record per claim and stored grid scale.
+    """
+    from synthetic.claims import judge
+
+    t = table if isinstance(table, pd.DataFrame) and len(table) else pd.DataFrame({"grid": []})
+    return judge(t, results=str(synthetic_folder(results)), scale=scale)
+
+
+def synthetic_criteria() -> pd.DataFrame:
+    """The declared criteria of the synthetic claims as a long table ``claim, key, value``.
+
+    Numbers only (thresholds such as ``nc_etf``, ``dc_fraction``), read from the grid files'
+    ``[claim]`` tables through ``synthetic.claims.criteria``; figures draw them as reference lines.
+    """
+    from synthetic.claims import CLAIM_GRIDS, criteria
+
+    rows = []
+    for cid in CLAIM_GRIDS:
+        for k, v in criteria(cid).items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                rows.append({"claim": cid, "key": k, "value": float(v)})
+    return pd.DataFrame(rows)
 
 
 _SPEC_KEEP = (
     "grid",
+    "dataset",
+    "arch",
     "method",
     "beta",
     "normalization",
@@ -463,13 +611,13 @@ _SPEC_KEEP = (
 
 
 def spectrum_table(table: pd.DataFrame) -> pd.DataFrame:
-    """The sorted normalised class-mean spectrum per (run, epoch, index) of a synthetic table.
+    """The sorted normalised class-mean spectrum per (run, epoch, index) of a results table.
 
-    From the ``class_means`` column (JSON ``(C, d)`` per row, recorded with
-    ``record_means=true``) through ``theory``'s class-mean spectrum (the authors' P4 / N1 curve:
-    ``log(sigma_i / sigma_max)`` of the covariance of the C class means, the first
-    ``min(C - 1, d)`` values), or from wide columns ``spectrum_0, spectrum_1, ...`` if a table
-    has them.
+    From the wide columns ``spectrum_0, spectrum_1, ...`` that the synthetic engine records at
+    every recorded epoch (the authors' P4 / N1 curve: ``log(sigma_i / sigma_max)`` of the
+    covariance of the C class means, the first ``min(C - 1, d)`` values), else from a
+    ``class_means`` column (JSON ``(C, d)`` per row, as the real-data store records) through
+    ``theory``'s class-mean spectrum.
 
     Returns:
         Columns: the config columns of :data:`_SPEC_KEEP` present, ``run_key``, ``epoch``,
@@ -499,7 +647,7 @@ def spectrum_table(table: pd.DataFrame) -> pd.DataFrame:
     rows = []
     sub = table[table["class_means"].notna()]
     base = sub[keep].to_dict("records")
-    for rec, cell in zip(base, sub["class_means"]):
+    for rec, cell in zip(base, sub["class_means"], strict=True):
         mu = decode_class_means(cell)
         if not np.isfinite(mu).all() or mu.shape[0] < 2:
             continue
@@ -510,23 +658,112 @@ def spectrum_table(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def synthetic_claims(
-    table: pd.DataFrame, *, results: str = "results", scale: str = "default"
-) -> list[claims.Claim]:
-    """Claims S1-S4 and R5 judged by the synthetic package from stored results (R4 NOT RUN).
+# --------------------------------------------------------------------------------------------
+# real data
+# --------------------------------------------------------------------------------------------
 
-    Calls the synthetic judges (verdicts with their measured text, per-setting details) and turns
-    their output into claim records (:func:`figures.records.synthetic_records`).
+#: The digits scale run by the main job at each of its scales (the real-data paper scale needs
+#: CIFAR-100 / Tiny-ImageNet and a GPU: ``python -m realdata claims ...``; its results are picked up).
+DIGITS_SCALE = {"quick": "quick", "default": "default", "paper": "default"}
+
+
+def run_digits(results: str | os.PathLike, jobs: int = 1, scale: str = "default") -> dict[str, Any]:
+    """The real-data digits scale (``realdata.claims.run_digits``): cached and resumable.
+
+    Trains (or reuses) the digits runs, evaluates the frozen two-view encoders, writes the POT
+    scores and link candidates of the trained InfoNCE encoder (``RESULTS/weince/``), the records
+    ``RESULTS/records/R*.json`` and ``W*.json`` and the tables ``RESULTS/tables/*.csv``.
+
+    Args:
+        results: the main job's results folder.
+        jobs: parallel training processes.
+        scale: the main job's scale (mapped by :data:`DIGITS_SCALE`).
 
     Returns:
-        Records for S1, S2, S3, S4, R5, R4 (several per id when several scales are stored).
+        ``{"trained", "cached", "failed", "seconds", "numbers"}`` (plain data, picklable).
     """
-    from figures.records import synthetic_records
-    from synthetic import claims as synthetic_claims
+    _check_scale(scale)
+    from realdata.claims import run_digits as _run
 
-    verdicts = synthetic_claims.evaluate_claims(table) if len(table) else pd.DataFrame()
-    details = synthetic_claims.claim_details(table) if len(table) else pd.DataFrame()
-    return synthetic_records(table, verdicts, details, results=results, scale=scale)
+    s = _run(str(results), jobs=jobs, scale=DIGITS_SCALE[scale], progress=False)
+    return {
+        "trained": s.trained,
+        "cached": s.cached,
+        "failed": list(s.failed),
+        "seconds": s.seconds,
+        "numbers": dict(s.numbers),
+    }
+
+
+def digits_progress(results: str | os.PathLike, scale: str = "default") -> tuple[int, int]:
+    """``(finished, total)`` digits runs of the main job's ``scale`` (the real-data stage's progress).
+
+    ``finished`` counts the runs of the digits scale (:data:`DIGITS_SCALE`) stored complete under
+    ``RESULTS/realdata``, ``total`` how many runs that scale has.
+
+    Raises:
+        ValueError: bad scale.
+    """
+    _check_scale(scale)
+    from realdata.grids import digits_runs
+    from realdata.records import DIGITS_HCL, DIGITS_TWO, realdata_folder
+    from realdata.store import done_keys
+
+    hcl, two = digits_runs(DIGITS_SCALE[scale])
+    base = realdata_folder(results)
+    done = 0
+    for folder, configs in ((base / DIGITS_HCL, hcl), (base / DIGITS_TWO, two)):
+        keys = done_keys(folder)
+        done += sum(c.resolved().key() in keys for c in configs)
+    return done, len(hcl) + len(two)
+
+
+def realdata_spectrum(results: str | os.PathLike) -> pd.DataFrame:
+    """Class-mean spectra of every real-data run stored under ``RESULTS/realdata/<folder>``.
+
+    The real-data stores keep each recorded epoch's class means (``realdata.records.load_folder``);
+    the spectrum is computed as for the synthetic runs (:func:`spectrum_table`). The ``grid``
+    column names the store folder, as in ``RESULTS/tables/realdata.csv``.
+    """
+    from realdata.records import load_folder, realdata_folder
+
+    base = realdata_folder(results)
+    frames = []
+    for folder in sorted(p for p in base.iterdir() if (p / "runs").is_dir()) if base.is_dir() else []:
+        t = load_folder(folder)
+        if len(t) and "class_means" in t.columns:
+            frames.append(spectrum_table(t.assign(grid=folder.name)))
+    frames = [f for f in frames if len(f)]
+    return pd.concat(frames, ignore_index=True, sort=False) if frames else pd.DataFrame()
+
+
+def worker_init(parent_pid: int) -> None:
+    """Initializer of a child process the figures start: it exits once ``parent_pid`` is gone.
+
+    The synthetic package's worker guard (``synthetic.backends.watch_parent``: SIGINT ignored,
+    the parent checked twice a second), so that a killed main job leaves no process behind.
+    """
+    from synthetic.backends import watch_parent
+
+    watch_parent(parent_pid)
+
+
+def run_in_child(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` in a child process the figures started, then its joblib workers stopped.
+
+    A process started by :mod:`multiprocessing` waits at its exit for its own child processes,
+    and joblib's loky pool keeps idle workers alive for 300 s: without this, the child that ran
+    the real-data digits scale with ``jobs > 1`` took five minutes to exit after its work was done.
+    """
+    import sys
+
+    try:
+        return fn(*args)
+    finally:
+        if "joblib.externals.loky" in sys.modules:  # a pool can only exist if loky was imported
+            from joblib.externals.loky import get_reusable_executor
+
+            get_reusable_executor(reuse=True).shutdown(wait=True)
 
 
 # --------------------------------------------------------------------------------------------

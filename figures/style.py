@@ -351,7 +351,7 @@ def finish_axes(
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if legend:
-        handles, labels = ax.get_legend_handles_labels()
+        handles, _labels = ax.get_legend_handles_labels()
         if handles:
             if outside:
                 ax.legend(title=legend_title, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
@@ -360,8 +360,9 @@ def finish_axes(
 
 
 def note(fig: Figure, text: str) -> None:
-    """A small grey caption at the bottom of the figure (the setting a figure shows), wrapped to
-    the figure's width.
+    """A small grey caption at the bottom of the figure, wrapped to the figure's width.
+
+    The caption names the setting the figure shows.
     """
     if text:
         import textwrap

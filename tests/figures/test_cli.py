@@ -11,9 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from figures import registry
+from figures import registry, sources
 from figures.__main__ import build_parser, main
 from figures.sources import claims
+from realdata.grids import digits_runs
+from synthetic.claims import CLAIM_GRIDS
+from synthetic.grids import load_grid
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
@@ -70,8 +73,9 @@ def _child_cpu() -> float:
 
 
 def test_quick_end_to_end_then_warm(tmp_path):
-    """The brief's command from a cold cache: well under a minute of CPU (the wall-clock bound is
-    looser because the test machine's cores are shared), then a warm run that reuses the cache."""
+    """The brief's command from a cold cache (the quick synthetic grids and digits runs train):
+    under a minute of CPU (the wall-clock bound is looser because the test machine's cores are
+    shared), then a warm run that reuses the cache and the stored runs."""
     out = tmp_path / "out"
     t0, c0 = time.perf_counter(), _child_cpu()
     r = _cli("--scale", "quick", "--out", str(out), cwd=tmp_path)
@@ -82,14 +86,38 @@ def test_quick_end_to_end_then_warm(tmp_path):
     assert (out / "report.md").is_file() and (out / "report.html").is_file()
     for fid in ("harris_gap", "hucl_at_nc", "gram_etf", "noise_floor"):
         assert (out / f"{fid}.png").stat().st_size > 1000 and (out / f"{fid}.pdf").is_file()
-    assert not (out / "conditions_scl.png").exists()  # no synthetic results: not available
-    assert "[figures " in r.stderr  # progress lines, stderr is not a terminal
+    # the quick synthetic grids and the digits quick scale were trained into the default --results
+    res = tmp_path / "results"
+    for grid in CLAIM_GRIDS.values():
+        assert list((res / "synthetic" / f"{grid}-quick" / "runs").glob("*.csv")), grid
+    assert (res / "records" / "R1.json").is_file() and (res / "weince" / "pot_scores.csv").is_file()
+    hcl, two = digits_runs("quick")
+    assert f"{len(hcl) + len(two)} runs trained, 0 cached" in r.stdout  # realdata's own count
+    assert sources.digits_progress(res, "quick") == (len(hcl) + len(two),) * 2  # the progress count
+    for fid in ("conditions_scl", "spectrum_ucl", "ucl_positives", "pot_exceedances", "lambda_profile"):
+        assert (out / f"{fid}.png").stat().st_size > 1000, fid
+    for stage in ("theory", "synthetic", "realdata", "weince", "pickup", "render", "report"):
+        assert f"stage {stage} ..." in r.stderr and f"stage {stage}: " in r.stderr, stage  # progress lines
     md = (out / "report.md").read_text()
     for cid in claims.CATALOGUE:
         assert f"| {cid} |" in md
-    assert (tmp_path / "results" / "cache" / "figures" / "theory").is_dir()  # default --results
+    for cid in ("S1", "S2", "S3", "S4", "R4", "R5"):  # judged from the quick runs
+        row = next(line for line in md.splitlines() if line.startswith(f"| {cid} |"))
+        assert "NOT RUN" not in row.split(" | ")[2], row
+    assert (res / "cache" / "figures" / "theory").is_dir()
     t0 = time.perf_counter()
     warm = _cli("--scale", "quick", "--out", str(out), "--no-progress", cwd=tmp_path)
     assert warm.returncode == 0, warm.stderr[-3000:]
     assert time.perf_counter() - t0 < cold
     assert "cached" in warm.stdout and warm.stderr.strip() == ""
+    n_synthetic = sum(len(load_grid(name, scale="quick")) for name in CLAIM_GRIDS.values())
+    assert f"0 runs trained, {n_synthetic} reused" in warm.stdout
+    assert f"0 runs trained, {len(hcl) + len(two)} cached" in warm.stdout
+
+
+def test_default_jobs_are_the_usable_cores_except_at_quick_scale():
+    from figures.__main__ import default_jobs
+
+    assert default_jobs("quick") == 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    assert default_jobs("default") == default_jobs("paper") == cores

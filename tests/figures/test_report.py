@@ -91,7 +91,7 @@ def test_report_lists_every_claim_exactly_once_and_its_images_exist(ctx):
 
 
 class _Collector(HTMLParser):
-    VOID = {"meta", "img", "br", "hr", "link", "input", "col", "source"}
+    VOID = frozenset({"meta", "img", "br", "hr", "link", "input", "col", "source"})
 
     def __init__(self):
         super().__init__()

@@ -73,16 +73,45 @@ def test_w5_rejects_a_table_without_the_columns():
 def test_command_for_every_catalogue_id():
     assert commands.CHECK_IDS == claims.CHECK_IDS and set(commands.CLAIM_COMMANDS) == set(claims.CATALOGUE)
     for cid in claims.CATALOGUE:
-        cmd = commands.command_for(cid, results="RES", scale="paper")
-        assert cmd and "{" not in cmd, cid
+        for scale in commands.SCALES:
+            cmd = commands.command_for(cid, results="RES", scale=scale)
+            assert cmd.startswith("python -m ") and "{" not in cmd, (cid, cmd)
     assert commands.command_for("S1", results="RES", scale="default").startswith(
         "python -m synthetic sweep s1_scl_hscl_nc --results RES/synthetic"
     )
     assert commands.command_for("T1", scale="quick") == "python -m theory --quick"
+    assert commands.command_for("T1", scale="default") == "python -m theory"
+    # W5 is the noise-floor simulation, which reads nothing from the results folder
+    assert commands.command_for("W5", results="RES", scale="paper") == (
+        "python -m figures --only noise_floor --scale paper"
+    )
     with pytest.raises(ValueError, match="scale"):
         commands.command_for("T1", scale="a b")
     with pytest.raises(ValueError, match="claim_id"):
         commands.command_for("T9")
+
+
+def test_commands_agree_with_the_producers_own_commands():
+    """The NOT RUN commands are the ones the synthetic and real-data packages give their records."""
+    from realdata.grids import group_command
+    from synthetic.claims import CLAIM_GRIDS
+    from synthetic.claims import command as synthetic_command
+
+    assert commands.SYNTHETIC_GRIDS == CLAIM_GRIDS
+    for cid in CLAIM_GRIDS:
+        for scale in commands.SCALES:
+            assert commands.command_for(cid, results="RES", scale=scale) == synthetic_command(
+                cid, results="RES/synthetic", scale=scale
+            ), (cid, scale)
+    groups = {"R1": "r1-r3", "R2": "r1-r3", "R3": "r1-r3", "W1": "w1-w3", "W2": "w1-w3", "W3": "w1-w3"}
+    for cid, group in groups.items():
+        for scale in commands.SCALES:  # the CIFAR-scale command whatever the job's scale
+            assert commands.command_for(cid, results="RES", scale=scale) == group_command(
+                group, results="RES"
+            )
+    covered = set(claims.CHECK_IDS) | set(CLAIM_GRIDS) | set(groups) | {"W4", "W5"}
+    assert covered == set(claims.CATALOGUE)
+    assert commands.command_for("W4", results="RES").startswith("python -m benchmarks.gpu_check --out RES/")
 
 
 def test_pot_and_link_tables_have_what_the_figures_need():
