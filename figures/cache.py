@@ -40,10 +40,10 @@ def source_key(paths: Sequence[os.PathLike | str], *extra: str) -> str:
     Raises:
         ValueError: a path that is not a file.
     """
-    paths = [Path(p) for p in paths]
-    common = Path(os.path.commonpath([str(p.resolve().parent) for p in paths])) if paths else Path("/")
+    files = [Path(p) for p in paths]
+    common = Path(os.path.commonpath([str(p.resolve().parent) for p in files])) if files else Path("/")
     h = hashlib.sha256()
-    for p in paths:
+    for p in files:
         if not p.is_file():
             raise ValueError(f"paths must be files, got {p}")
         h.update(str(p.resolve().relative_to(common)).encode())

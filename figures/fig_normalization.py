@@ -83,7 +83,7 @@ def render(tables: dict[str, pd.DataFrame], family: str = "SCL", where: dict | N
         r = rows[rows["normalization"].astype(str) == norm]
         epochs = int(r["epoch"].max())
         head = f"normalization = {norm} ({epochs} epochs)"
-        if has_spec:
+        if spec is not None and has_spec:
             ax = axes[0, j]
             s = spec[spec["normalization"].astype(str) == norm]
             s = s[s["epoch"] == s.groupby("run_key")["epoch"].transform("max")]

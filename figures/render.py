@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -45,7 +46,7 @@ def render_figure(
     """
     from figures import style
 
-    base = dict(
+    base: dict[str, Any] = dict(
         id=spec.id,
         title=spec.title,
         claims=spec.claims,

@@ -710,7 +710,7 @@ def digits_progress(results: str | os.PathLike, scale: str = "default") -> tuple
     from realdata.store import done_keys
 
     hcl, two = digits_runs(DIGITS_SCALE[scale])
-    base = realdata_folder(results)
+    base = realdata_folder(Path(results))
     done = 0
     for folder, configs in ((base / DIGITS_HCL, hcl), (base / DIGITS_TWO, two)):
         keys = done_keys(folder)
@@ -727,7 +727,7 @@ def realdata_spectrum(results: str | os.PathLike) -> pd.DataFrame:
     """
     from realdata.records import load_folder, realdata_folder
 
-    base = realdata_folder(results)
+    base = realdata_folder(Path(results))
     frames = []
     for folder in sorted(p for p in base.iterdir() if (p / "runs").is_dir()) if base.is_dir() else []:
         t = load_folder(folder)

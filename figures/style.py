@@ -82,7 +82,7 @@ _RC = {
     "image.cmap": "rocket",
 }
 #: The rc parameters of the project's theme: seaborn "whitegrid" + "notebook" context, plus _RC.
-THEME: dict[str, Any] = {**sns.axes_style("whitegrid"), **sns.plotting_context("notebook"), **_RC}
+THEME: dict[Any, Any] = {**sns.axes_style("whitegrid"), **sns.plotting_context("notebook"), **_RC}
 
 _BETA_RAMP = sns.color_palette("flare", 4)  # beta = 2, 5, 10, 30 (light to dark)
 _BETA_FIXED = {2.0: _BETA_RAMP[0], 5.0: _BETA_RAMP[1], 10.0: _BETA_RAMP[2], 30.0: _BETA_RAMP[3]}
@@ -143,9 +143,9 @@ def new_figure(
     for name, v in (("nrows", nrows), ("ncols", ncols)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
             raise ValueError(f"{name} must be a positive integer, got {v!r}")
-    for name, v in (("width", width), ("height", height)):
-        if not (isinstance(v, (int, float)) and v > 0):
-            raise ValueError(f"{name} must be a positive number, got {v!r}")
+    for label, size in (("width", width), ("height", height)):
+        if not (isinstance(size, (int, float)) and size > 0):
+            raise ValueError(f"{label} must be a positive number, got {size!r}")
     fig = Figure(figsize=(width, height), layout="constrained")
     axes = fig.subplots(nrows, ncols, squeeze=False, **subplot_kw)
     return fig, axes
@@ -356,7 +356,7 @@ def finish_axes(
             if outside:
                 ax.legend(title=legend_title, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
             else:
-                ax.legend(title=legend_title, loc=loc)
+                ax.legend(title=legend_title, loc=loc)  # type: ignore[call-overload]
 
 
 def note(fig: Figure, text: str) -> None:
@@ -373,7 +373,8 @@ def note(fig: Figure, text: str) -> None:
 
 def figure_text(fig: Figure) -> dict[str, list[str]]:
     """Titles and axis labels of a figure (for tests and the report): suptitle, titles, x/y labels."""
-    sup = fig._suptitle.get_text() if getattr(fig, "_suptitle", None) is not None else ""
+    sup_artist = getattr(fig, "_suptitle", None)  # matplotlib keeps the suptitle private
+    sup = sup_artist.get_text() if sup_artist is not None else ""
     axes = [a for a in fig.axes if a.get_label() != "<colorbar>"]
     return {
         "suptitle": [sup] if sup else [],
