@@ -341,22 +341,7 @@ def pot_tables(
     )
     if math.isfinite(end):
         grid = np.unique(np.concatenate([grid, np.linspace(0.0, min(end, top * 1.2), 50)]))
-    fit = pd.DataFrame(
-        [
-            {
-                "q": r.q,
-                "threshold": r.threshold,
-                "n_exceed": r.n_exceed,
-                "xi": r.xi,
-                "sigma": r.sigma,
-                "exp_sigma": r.exp_sigma,
-                "endpoint": r.endpoint,
-                "loglik": r.loglik,
-                "exp_loglik": r.exp_loglik,
-                "source": source,
-            }
-        ]
-    )
+    fit = pd.DataFrame([{**r.numbers(), "source": source}])
     density = pd.DataFrame(
         {
             "y": grid,

@@ -119,15 +119,7 @@ def pot_summary(scores: np.ndarray, q: float = 0.99) -> dict[str, Any]:
     r = pot_fit(scores, q)
     stab = threshold_stability(scores, POT_QUANTILES, min_exceed=100)
     return {
-        "q": r.q,
-        "threshold": r.threshold,
-        "n_exceed": r.n_exceed,
-        "xi": r.xi,
-        "sigma": r.sigma,
-        "exp_sigma": r.exp_sigma,
-        "endpoint": r.endpoint,
-        "loglik": r.loglik,
-        "exp_loglik": r.exp_loglik,
+        **r.numbers(),
         "n_scores": int(np.asarray(scores).size),
         "stability_xi": [float(v) for v in stab["xi"]],
         "stability_q": [float(v) for v in stab["q"]],

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -317,6 +317,10 @@ class POTResult:
     exp_loglik: float
     qq: pd.DataFrame = field(repr=False)
     exceedances: np.ndarray = field(repr=False)
+
+    def numbers(self) -> dict[str, float | int]:
+        """The scalar results (every field but ``qq`` and ``exceedances``), for records and tables."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("qq", "exceedances")}
 
 
 def pot_fit(scores: Any, q: float = 0.99, *, min_exceed: int = 10, **fit_kwargs: Any) -> POTResult:

@@ -174,3 +174,22 @@ def test_lower_triangle_scores():
     assert got.tolist() == [4.0, 8.0, 9.0, 12.0, 13.0, 14.0]
     with pytest.raises(ValueError, match="square"):
         lower_triangle_scores(np.zeros((2, 3)))
+
+
+def test_pot_numbers_are_the_scalar_fields():
+    rng = np.random.default_rng(3)
+    r = pot_fit(rng.beta(2.0, 5.0, size=5000), 0.95)
+    got = r.numbers()
+    assert set(got) == {
+        "q",
+        "threshold",
+        "n_exceed",
+        "xi",
+        "sigma",
+        "endpoint",
+        "loglik",
+        "exp_sigma",
+        "exp_loglik",
+    }
+    assert got["n_exceed"] == len(r.exceedances) and got["xi"] == r.xi and got["threshold"] == r.threshold
+    assert all(isinstance(v, (int, float)) for v in got.values())
