@@ -7,7 +7,7 @@ Both make the views of the WeiNCE recipe (arXiv 2606.00262, Sec. 5): RandomResiz
 horizontal flip 0.5, ColorJitter(0.8, 0.8, 0.8, 0.2) with p 0.8, greyscale 0.2, no blur, output
 float in [0, 1]. Prints images (views) per second, medians over the repeats, for
 
-1. ``batched``: :class:`realdata.augment.SimCLRAugment` on one ``uint8`` batch on ``--device``;
+1. ``batched``: :class:`realdata.inputs.augment.SimCLRAugment` on one ``uint8`` batch on ``--device``;
 2. ``tv-tensor``: :mod:`torchvision.transforms.v2` applied image by image to ``uint8`` tensors;
 3. ``tv-pil``: the same pipeline image by image on PIL images, then ``ToImage`` + ``ToDtype``
    (what a DataLoader worker of the recipe does, without the worker processes);
@@ -26,7 +26,7 @@ import torch
 from PIL import Image
 from torchvision.transforms import v2
 
-from realdata.augment import SimCLRAugment
+from realdata.inputs.augment import SimCLRAugment
 
 
 def tv_pipeline(size: int, pil: bool) -> v2.Compose:

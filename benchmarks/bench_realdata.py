@@ -3,7 +3,7 @@
 Run: ``python -m benchmarks.bench_realdata [--batch 64 --threads 2 --repeats 5 --out FILE]``.
 
 Measures in one run, with ResNet-18 (CIFAR stem) on random CIFAR-shaped ``uint8`` images, the whole
-step of :class:`realdata.step.TrainStep` (views on the device, forward, loss, backward, Adam):
+step of :class:`realdata.training.step.TrainStep` (views on the device, forward, loss, backward, Adam):
 
 1. WeiNCE's step overhead over InfoNCE (two SimCLR views of ``--batch`` images, the WeiNCE
    projector; steps interleaved, median of the paired ratios) -- target ``<= 5 %`` on the CPU at
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from realdata.step import benchmark_step
+from benchmarks.step import benchmark_step
 
 
 def _timed(fn) -> float:

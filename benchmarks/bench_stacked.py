@@ -1,7 +1,7 @@
 """Throughput of the engine's plan (stacked or sequential groups) against R runs one by one.
 
 The performance targets (CONTRIBUTING.md#performance-work): R runs stacked in one tensor program >= 4x the throughput of R sequential runs
-(R = 16) where batches are small, and never slower than sequential. ``synthetic.plan.plan``
+(R = 16) where batches are small, and never slower than sequential. ``synthetic.engine.plan.plan``
 decides per group whether to stack (a modelled cost); this benchmark measures, in one run and on
 the same machine state, for each scenario:
 
@@ -32,9 +32,9 @@ import time
 
 import torch
 
-from synthetic.config import RunConfig
-from synthetic.engine import train_runs
-from synthetic.plan import plan, train_group
+from synthetic.engine.config import RunConfig
+from synthetic.engine.plan import plan
+from synthetic.engine.train import train_group, train_runs
 
 #: name -> (config fields, epochs, runs R, small-batch target applies)
 SCENARIOS: dict[str, tuple[dict, int, int, bool]] = {

@@ -7,7 +7,7 @@ on the device)::
 
 finishes in well under 8 minutes on one H200 (``--quick`` on the CPU takes seconds and is run by
 the test suite; it replaces the ResNets by the small CNN, so its numbers only show that the script
-works). Measured with the real training step (:class:`realdata.step.TrainStep`: views on
+works). Measured with the real training step (:class:`realdata.training.step.TrainStep`: views on
 the device, forward, loss, backward, Adam), CUDA-event timed medians after warm-up:
 
 1. step throughput in views per second at batch 512 for ResNet-18 and ResNet-50, HSCL (label
@@ -42,7 +42,7 @@ from typing import Any
 
 import torch
 
-from realdata.step import benchmark_step
+from benchmarks.step import benchmark_step
 
 TARGETS = {
     "resnet18_views_per_s": 15000.0,

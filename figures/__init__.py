@@ -1,7 +1,8 @@
 """Figures and the claims report of the project (``python -m figures``, the main job).
 
-One module per figure (``figures/fig_*.py``), each a pure function from tidy result tables to a
-matplotlib Figure (:mod:`figures.registry`); one look (:mod:`figures.style`); the stages of the
-main job (:mod:`figures.stages`), its cache (:mod:`figures.cache`) and the report
-(:mod:`figures.report`). Every import of the computing packages is in :mod:`figures.sources`.
+* :mod:`figures.pipeline` -- the stages of the main job: it asks theory, synthetic and realdata
+  for results through their public functions, caches them, renders and reports;
+* :mod:`figures.plots` -- one pure function per figure (``fig_*.py``): tidy tables in, a
+  matplotlib Figure out; the registry, the shared look and the table helpers;
+* :mod:`figures.report` -- ``report.md`` and the self-contained ``report.html``.
 """

@@ -1,7 +1,7 @@
 """``python -m figures``: the main job -- theory checks, synthetic grids, digits runs, every figure, the report.
 
 Run ``python -m figures --help`` for the flags. What it does, stage by stage, is described in
-:mod:`figures.stages`; the report in :mod:`figures.report`.
+:mod:`figures.pipeline.stages`; the report in :mod:`figures.report.assemble`.
 """
 
 from __future__ import annotations
@@ -157,7 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _list(stream=None) -> None:
-    from figures import registry
+    from figures.plots import registry
 
     stream = sys.stdout if stream is None else stream
     specs = registry.all_figures()
@@ -190,14 +190,16 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out) if args.out is not None else results / "figures"
     if out.exists() and not out.is_dir():
         parser.error(f"--out must be a folder, got the file {out}")
-    from figures import registry
+    from figures.plots import registry
 
     try:
         figures = registry.select(args.only)
     except ValueError as exc:
         parser.error(str(exc))
-    from figures.progress import Progress
-    from figures.stages import Context, run_stages
+    from figures.pipeline.context import Context
+    from figures.pipeline.progress import Progress
+    from figures.pipeline.runner import run_stages
+    from figures.pipeline.stages import default_stages
 
     bar = args.progress if args.progress is not None else None
     progress = Progress(0, bar=bar, quiet=args.progress is False)
@@ -216,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     t0 = time.perf_counter()
     try:
-        status = run_stages(ctx)
+        status = run_stages(ctx, default_stages())
     except KeyboardInterrupt:
         progress.close()
         print("\ninterrupted; cached stages are kept, the same command resumes from them", file=sys.stderr)

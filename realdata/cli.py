@@ -12,9 +12,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from realdata.config import ESTIMATORS, METHOD_DEFAULTS, METHODS, RECIPES, VIEWS, TrainConfig
 from realdata.datasets import DATASETS
-from realdata.models import ARCHS, HEADS, NORMALIZATIONS
+from realdata.training.config import ESTIMATORS, METHOD_DEFAULTS, METHODS, RECIPES, VIEWS, TrainConfig
+from realdata.training.models import ARCHS, HEADS, NORMALIZATIONS
 
 __all__ = ["build_parser", "main", "config_from_args"]
 
@@ -191,7 +191,7 @@ def _add_eval(sub: Any) -> None:
 
 
 def _add_claims(sub: Any) -> None:
-    from realdata.claims import CLAIM_GROUPS
+    from realdata.claims.grids import CLAIM_GROUPS
 
     p = sub.add_parser(
         "claims",
@@ -247,7 +247,7 @@ def config_from_args(args: argparse.Namespace, device: str) -> tuple[TrainConfig
     precision = "bf16" if args.amp == "bf16" or (args.amp == "auto" and device == "cuda") else "fp32"
     init, init_from, init_path = "random", "", None
     if args.init:
-        from realdata.checkpoint import load_checkpoint
+        from realdata.training.checkpoint import load_checkpoint
 
         payload = load_checkpoint(args.init)
         init, init_from, init_path = "nc", f"{payload['config_key']}@{int(payload['epoch'])}", args.init
@@ -286,8 +286,8 @@ def config_from_args(args: argparse.Namespace, device: str) -> tuple[TrainConfig
 def _cmd_train(args: argparse.Namespace) -> int:
     import torch
 
-    from realdata.distributed import close_world, init_world
-    from realdata.train import RunOptions, train_run
+    from realdata.training.distributed import close_world, init_world
+    from realdata.training.loop import RunOptions, train_run
 
     if args.workers < 0:
         raise ValueError(f"--workers must be >= 0, got {args.workers}")
@@ -332,7 +332,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
-    from realdata.frozen import evaluate_checkpoint
+    from realdata.frozen.evaluate import evaluate_checkpoint
 
     metrics = tuple(m.strip() for m in args.metrics.split(",") if m.strip())
     row, path = evaluate_checkpoint(
@@ -363,7 +363,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
 
 def _cmd_claims(args: argparse.Namespace) -> int:
-    from realdata.claims import run_group, write_records
+    from realdata.claims.records import write_records
+    from realdata.claims.run import run_group
 
     if args.group == "records":
         for p in write_records(args.results):
@@ -380,7 +381,7 @@ def _cmd_claims(args: argparse.Namespace) -> int:
 
 
 def _cmd_digits(args: argparse.Namespace) -> int:
-    from realdata.claims import run_digits
+    from realdata.claims.run import run_digits
 
     summary = run_digits(args.results, jobs=args.jobs, scale=args.scale, progress=True)
     print(summary.text())
@@ -391,8 +392,8 @@ def main(argv: list[str] | None = None) -> int:
     """Run ``python -m realdata``; returns the exit status."""
     args = build_parser().parse_args(argv)
     handlers = {"train": _cmd_train, "eval": _cmd_eval, "claims": _cmd_claims, "digits": _cmd_digits}
-    from realdata.checkpoint import CorruptCheckpointError
     from realdata.datasets import DatasetError
+    from realdata.training.checkpoint import CorruptCheckpointError
 
     try:
         return handlers[args.command](args)

@@ -1,24 +1,16 @@
 """Synthetic experiments: latent-class data, small encoders, Adam training, stacked runs, sweeps.
 
-Modules (imports flow ``theory <- synthetic``):
+Imports flow ``theory <- synthetic``; inside, ``store <- engine <- sweep``, and ``claims`` reads
+the store. Subpackages, one concern each:
 
-* ``synthetic.config``: :class:`~synthetic.config.RunConfig`, the frozen, validated config of one
-  run; its ``key()`` (hash of the resolved config) is the run's identity.
-* ``synthetic.data``: seeded Gaussian-mixture latent-class data, named random streams, and the
-  ``"label"`` / ``"noise"`` positive-pair constructions.
-* ``synthetic.models``: free features, linear and MLP encoders with none/ball/sphere
-  normalisation, and their stacked (leading run dimension) versions.
-* ``synthetic.train``: ``train_run(config) -> DataFrame``, one row per recorded epoch with the
-  collapse metrics of ``theory.collapse`` and the gap to the closed forms of ``theory.hcl``.
-* ``synthetic.stacked``: ``train_stacked(configs)``, R runs in one tensor program, equal to R
-  ``train_run`` calls; ``stack_groups`` partitions a sweep into stackable groups.
-* ``synthetic.grids``: TOML sweep grids (``synthetic/grids/*.toml``), scales, overrides and their
-  expansion into run configs.
-* ``synthetic.sweep``: ``run_sweep``, resumable parallel execution (joblib or dask), each finished
-  run stored atomically.
-* ``synthetic.results``: the one table layout (config columns, ``run_key``, ``epoch``, metric
-  columns), the atomic results store (``runs/<key>.csv``, ``table.csv``) and ``load_results``.
-* ``synthetic.summary``: final-epoch metrics as mean ± std over seeds.
-* ``synthetic.claims``: the judges of claims S1-S4 and R5.
-* ``python -m synthetic``: the command line (``sweep``, ``summary``, ``claims``, ``grids``).
+* :mod:`synthetic.engine` -- the training engine: ``RunConfig``, data, encoders, the objective,
+  the metric step, stacking plans, ``train_runs`` / ``train_run``;
+* :mod:`synthetic.store` -- the results store: atomic run files with completion records,
+  ``table.csv``, failure records, the lock, reading results back, seed summaries (used by the
+  real-data runs too; it knows no config class);
+* :mod:`synthetic.sweep` -- TOML grids (``synthetic/grids/*.toml``) and resumable sweeps on local
+  processes, dask or SLURM;
+* :mod:`synthetic.claims` -- the claims S1-S4, R4, R5 judged from the stored runs with the
+  criteria declared in the grid files;
+* ``python -m synthetic`` -- the command line (``sweep``, ``summary``, ``claims``, ``grids``).
 """

@@ -300,7 +300,8 @@ def _note(text: str) -> None:
 
 def _load_results(folder: str):
     """``load_results`` with the left-out runs reported on stderr (instead of as a warning)."""
-    from synthetic.results import StoreWarning, load_results
+    from synthetic.store.read import load_results
+    from synthetic.store.tables import StoreWarning
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=StoreWarning)
@@ -343,7 +344,7 @@ def _make_cluster(args):
             host="127.0.0.1",
         )
         return cluster, cluster.close
-    from synthetic.backends import SlurmOptions, make_slurm_cluster
+    from synthetic.sweep.backends import SlurmOptions, make_slurm_cluster
 
     opts = SlurmOptions(
         partition=args.partition,
@@ -364,9 +365,9 @@ def _make_cluster(args):
 
 
 def _sweep(args) -> int:
-    from synthetic.grids import check_fields, load_grid
-    from synthetic.progress import SweepProgress
-    from synthetic.sweep import run_sweep
+    from synthetic.sweep.grids import check_fields, load_grid
+    from synthetic.sweep.progress import SweepProgress
+    from synthetic.sweep.run import run_sweep
 
     if args.epochs is not None and args.epochs < 0:
         raise ValueError(f"--epochs must be >= 0, got {args.epochs}")
@@ -440,7 +441,7 @@ def _sweep(args) -> int:
 
 
 def _summary(args) -> int:
-    from synthetic.summary import format_summary, format_summary_csv, format_summary_markdown, summarize
+    from synthetic.store.summary import format_summary, format_summary_csv, format_summary_markdown, summarize
 
     table = _load_results(args.dir)
     summary = summarize(table, metrics=args.metrics)
@@ -456,8 +457,9 @@ def _summary(args) -> int:
 def _claims(args) -> int:
     import pandas as pd
 
-    from synthetic.claims import CLAIMS, claim_details, evaluate_claims
-    from synthetic.results import atomic_write_text
+    from synthetic.claims.criteria import CLAIMS
+    from synthetic.claims.records import claim_details, evaluate_claims
+    from synthetic.store.folders import atomic_write_text
 
     table = _load_results(args.dir)
     verdicts = evaluate_claims(table)
@@ -482,7 +484,7 @@ def _claims(args) -> int:
 def _grids(args) -> int:
     import tomllib
 
-    from synthetic.grids import grid_files
+    from synthetic.sweep.grids import grid_files
 
     for name, path in grid_files().items():
         meta = tomllib.loads(path.read_text(encoding="utf-8")).get("sweep", {})
@@ -491,7 +493,7 @@ def _grids(args) -> int:
 
 
 def _on_sigterm(signum, frame) -> None:
-    from synthetic.errors import TerminationRequested
+    from synthetic.sweep.errors import TerminationRequested
 
     raise TerminationRequested()
 
@@ -502,7 +504,8 @@ def _one_line(exc: BaseException) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status (see the module docstring)."""
-    from synthetic.errors import StoreError, SweepInterrupted
+    from synthetic.store.errors import StoreError
+    from synthetic.sweep.errors import SweepInterrupted
 
     parser = build_parser()
     args = parser.parse_args(argv)

@@ -12,6 +12,6 @@ Subpackages:
 
 Shared modules: :mod:`theory.options` (option literals and defaults), :mod:`theory.validation`,
 :mod:`theory.geometry` (normalize, simplex_etf), :mod:`theory.infonce` (two-view InfoNCE),
-:mod:`theory.claims` (the claims record), :mod:`theory.checks` (the runner of
+:mod:`theory.claims` (the claims record), :mod:`theory.claims.checks` (the runner of
 ``python -m theory``).
 """

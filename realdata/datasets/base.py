@@ -3,7 +3,7 @@
 Every loader of :mod:`realdata.datasets` returns an :class:`ImageDataset`: whole splits as
 ``uint8`` image tensors ``(N, C, H, W)`` and ``int64`` labels ``(N,)``, so a trainer can move a
 complete dataset to the accelerator once (:meth:`ImageDataset.to`) and index, augment and
-normalise batches there (:mod:`realdata.augment`, :mod:`realdata.views`).
+normalise batches there (:mod:`realdata.inputs.augment`, :mod:`realdata.inputs.views`).
 
 Errors: a dataset that is not on disk raises :class:`DatasetNotFoundError`, one whose files are
 present but unreadable or inconsistent raises :class:`CorruptDatasetError`. Both messages name the

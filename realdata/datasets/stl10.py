@@ -9,7 +9,7 @@ and read only with ``unlabeled=True``. ``verify_md5=True`` restores torchvision'
 ``download=True`` lets torchvision fetch the official archive (nothing is downloaded otherwise).
 
 STL-10 is one of WeiNCE's vision benchmarks (arXiv 2606.00262, Sec. 5); its recipe keeps the
-ImageNet stem of the ResNet for 96x96 inputs (:func:`realdata.models.default_stem`).
+ImageNet stem of the ResNet for 96x96 inputs (:func:`realdata.training.models.default_stem`).
 """
 
 from __future__ import annotations

@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from figures import registry, sources
 from figures.__main__ import build_parser, main
-from figures.sources import claims
-from realdata.grids import digits_runs
-from synthetic.claims import CLAIM_GRIDS
-from synthetic.grids import load_grid
+from figures.pipeline import produce_realdata
+from figures.plots import registry
+from realdata.claims.grids import digits_runs
+from synthetic.claims.criteria import CLAIM_GRIDS
+from synthetic.sweep.grids import load_grid
+from theory import claims
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
@@ -93,7 +94,7 @@ def test_quick_end_to_end_then_warm(tmp_path):
     assert (res / "records" / "R1.json").is_file() and (res / "weince" / "pot_scores.csv").is_file()
     hcl, two = digits_runs("quick")
     assert f"{len(hcl) + len(two)} runs trained, 0 cached" in r.stdout  # realdata's own count
-    assert sources.digits_progress(res, "quick") == (len(hcl) + len(two),) * 2  # the progress count
+    assert produce_realdata.digits_progress(res, "quick") == (len(hcl) + len(two),) * 2  # the progress count
     for fid in ("conditions_scl", "spectrum_ucl", "ucl_positives", "pot_exceedances", "lambda_profile"):
         assert (out / f"{fid}.png").stat().st_size > 1000, fid
     for stage in ("theory", "synthetic", "realdata", "weince", "pickup", "render", "report"):

@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from realdata import store
 from realdata.cli import build_parser, main
+from realdata.training import store
 from tests.realdata import fakes
 
 
@@ -95,8 +95,8 @@ def test_train_then_eval_on_digits(tmp_path, capsys):
 
 
 def _check_figures_can_read(results):
-    from figures import inputs
-    from figures.fig_lambda_training import check as gate_check
+    from figures.pipeline import inputs
+    from figures.plots.fig_lambda_training import check as gate_check
     from theory.claims import Verdict, from_json
 
     recs = {}
@@ -133,7 +133,7 @@ def test_digits_end_to_end_through_the_cli(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_claim_commands_on_fake_folders(tmp_path, monkeypatch):
-    from realdata.claims import run_group
+    from realdata.claims.run import run_group
 
     monkeypatch.setenv("REALDATA_CACHE", str(tmp_path / "cache"))
     root = tmp_path / "data"

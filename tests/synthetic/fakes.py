@@ -19,9 +19,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from synthetic import results
-from synthetic.config import RunConfig
-from synthetic.errors import NonFiniteRun
+from synthetic.engine.config import RunConfig
+from synthetic.engine.errors import NonFiniteRun
+from synthetic.store import folders, runs
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -92,11 +92,12 @@ def endless_run(config: RunConfig) -> pd.DataFrame:
 
 def cli_with_runner(runner_name: str, argv: list[str]) -> int:
     """``python -m synthetic`` with the sweep's default runner replaced by ``fakes.<runner_name>``."""
-    from synthetic import sweep
     from synthetic.__main__ import main
+    from synthetic.sweep import run as sweep
+    from synthetic.sweep.tasks import Trainer
 
     runner = globals()[runner_name]
-    sweep._default_runner = lambda: runner
+    sweep.engine_trainer = lambda: Trainer(runner)
     return main(argv)
 
 
@@ -112,7 +113,7 @@ def cli_with_runner_cmd(runner_name: str, argv: list[str]) -> list[str]:
 def hold_lock_cmd(folder: Path, seconds: float) -> list[str]:
     """A subprocess that takes ``folder``'s sweep lock, prints "locked", and sleeps ``seconds``."""
     code = (
-        f"import sys, time; sys.path.insert(0, {str(ROOT)!r}); from synthetic.locking import SweepLock;"
+        f"import sys, time; sys.path.insert(0, {str(ROOT)!r}); from synthetic.store.locking import SweepLock;"
         f"lock = SweepLock({str(folder)!r}).acquire(); print('locked', flush=True); time.sleep({seconds}); lock.release()"
     )
     return [sys.executable, "-c", code]
@@ -199,7 +200,7 @@ def write_tiny_grid(path: Path, epochs: int = 2, n_seeds: int = 3) -> Path:
 
 def table_bytes(folder: Path) -> bytes:
     """The bytes of ``folder``'s ``table.csv``."""
-    return (folder / results.TABLE_FILE).read_bytes()
+    return (folder / folders.TABLE_FILE).read_bytes()
 
 
 def kill_after_first_runs(cmd: list[str], folder: Path, n_total: int, env: dict) -> int:
@@ -208,14 +209,14 @@ def kill_after_first_runs(cmd: list[str], folder: Path, n_total: int, env: dict)
     deadline = time.monotonic() + 60
     try:
         while time.monotonic() < deadline:
-            n = len(results.finished_keys(folder))
+            n = len(runs.finished_keys(folder))
             if n >= 2 or proc.poll() is not None:
                 break
             time.sleep(0.005)
         os.kill(proc.pid, signal.SIGKILL)
     finally:
         proc.wait(timeout=30)
-    n = len(results.finished_keys(folder))
+    n = len(runs.finished_keys(folder))
     assert proc.returncode == -signal.SIGKILL, proc.stderr.read().decode()[-2000:]
     assert 0 < n < n_total, f"kill came too late or too early: {n}/{n_total} stored"
     return n

@@ -1,13 +1,13 @@
 """Reference trainer: the sequential single-run trainer the engine is checked against.
 
-A frozen copy of ``synthetic.train.train_run`` as it was before the one engine existed (one
+A frozen copy of ``synthetic.engine.train.train_run`` as it was before the one engine existed (one
 ``ContrastiveModel``, one ``torch.optim.Adam``, one ``theory.hcl.contrastive_loss`` call per step,
 the metric step of the time), with its own copy of the encoders, so that a change of
-``synthetic.models`` / ``synthetic.engine`` cannot change the reference. Two small, obviously
+``synthetic.engine.models`` / ``synthetic.engine.train`` cannot change the reference. Two small, obviously
 sequential extensions cover the fields added with the engine: an MLP of any depth, a step budget
 (``max_steps``: stop after that many mini-batches) and the near-NC initialisation (``init="nc"``:
 train the source with this trainer, then continue from its model with a fresh Adam). Tests
-compare the engine's tables with these, run by run (tests/synthetic/test_engine.py).
+compare the engine's tables with these, run by run (tests/synthetic/engine/test_engine.py).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import pandas as pd
 import torch
 from torch import nn
 
-from synthetic.config import RunConfig
-from synthetic.data import make_data, noise_like, run_generators, same_class_partners, stream_seed
+from synthetic.engine.config import RunConfig
+from synthetic.engine.data import make_data, noise_like, run_generators, same_class_partners, stream_seed
 from theory.geometry import Normalize
 from theory.options import ESTIMATORS, HCL_METHODS
 from theory.validation import one_of
@@ -418,7 +418,7 @@ def reference_train_run(
     """Train one run sequentially and return its per-epoch table (the reference of the engine).
 
     Args:
-        config: a validated :class:`synthetic.config.RunConfig`.
+        config: a validated :class:`synthetic.engine.config.RunConfig`.
         progress: show a tqdm bar over epochs (only on a terminal).
         device: torch device of the model and data (random draws stay on the CPU generators).
 

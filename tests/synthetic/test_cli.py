@@ -12,8 +12,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from synthetic import grids, results
 from synthetic.__main__ import build_parser, main
+from synthetic.store import runs, tables
+from synthetic.sweep import grids
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
@@ -85,7 +86,7 @@ def test_quick_grid_sweep_summary_and_claims(tmp_path, capsys):
     r = _cli(*args)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "4 runs" in r.stdout and "±" in r.stdout
-    table = results.read_table(res / "s1_scl_hscl_nc")
+    table = tables.read_table(res / "s1_scl_hscl_nc")
     assert set(zip(table["method"], table["beta"])) == {("SCL", 0.0), ("HSCL", 2.0)}
     assert set(table["seed"]) == {0, 1} and set(table["lr"]) == {0.05} and len(table) == 4 * 3
     # in-process: the same command again skips everything; summary and claims print
@@ -132,7 +133,7 @@ def test_quick_scale_keeps_epochs_and_seeds_of_a_flag_grid(tmp_path, capsys):
         "q",
     ]
     assert main(args) == 0
-    table = results.read_table(tmp_path / "q-quick")
+    table = tables.read_table(tmp_path / "q-quick")
     assert (
         set(table["seed"]) == {0, 1} and set(table["epochs"]) == {3} and set(table["epoch"]) == {0, 1, 2, 3}
     )
@@ -165,7 +166,7 @@ def test_shipped_grid_quick_scale_runs(tmp_path, capsys):
     )
     assert r.returncode == 0, r.stderr[-3000:]
     n = len(grids.load_grid("s3_hucl_beta", scale="quick"))
-    assert len(results.finished_keys(tmp_path / "s3_hucl_beta-quick")) == n
+    assert len(runs.finished_keys(tmp_path / "s3_hucl_beta-quick")) == n
     # claims finds the scaled grid folder and names it
     assert main(["claims", str(tmp_path)]) == 0
     out = capsys.readouterr().out
@@ -207,7 +208,7 @@ def test_cli_sweep_sigkill_and_restart_equals_uninterrupted(tmp_path, capsys):
     assert re.search(r"6 runs, [1-5] already stored", capsys.readouterr().out)
     assert main([*common[2:], "--results", str(clean)]) == 0
     assert (killed / "k" / "table.csv").read_bytes() == (clean / "k" / "table.csv").read_bytes()
-    assert len(results.load_table(killed / "k")) == 6 * 41
+    assert len(tables.load_table(killed / "k")) == 6 * 41
 
 
 # --------------------------------------------------------------------------------------------
@@ -216,10 +217,11 @@ def test_cli_sweep_sigkill_and_restart_equals_uninterrupted(tmp_path, capsys):
 
 
 def _fake_results(folder: Path) -> None:
-    from synthetic import sweep as sw
+    from synthetic.sweep import run as sw
+    from synthetic.sweep.tasks import Trainer
     from tests.synthetic.fakes import fake_run, tiny_spec
 
-    sw.run_sweep(grids.load_grid(tiny_spec()), folder, runner=fake_run, progress=False)
+    sw.run_sweep(grids.load_grid(tiny_spec()), folder, trainer=Trainer(fake_run), progress=False)
 
 
 def _one_error_line(r: subprocess.CompletedProcess) -> str:

@@ -30,7 +30,7 @@ from theory.hcl.sampling import (
 )
 
 if TYPE_CHECKING:
-    from theory.hcl.losses import _Options
+    from theory.hcl._options import _Options
 
 __all__: list[str] = []
 

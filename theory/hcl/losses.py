@@ -24,98 +24,23 @@ call on ``z[r]`` alone. The nn.Module forms are in :mod:`theory.hcl.modules`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import torch
 
 from theory.hcl._estimators import Generators, _per_pair, _reduction
+from theory.hcl._options import _Options, _options, _scalar_beta
 from theory.hcl.pairs import _compact, _pair_list
-from theory.options import ESTIMATORS, HCL_TAU, MARGIN, NUM_NEGATIVES, PSI_FORMS, REDUCTIONS, SETTINGS
+from theory.options import HCL_TAU, MARGIN, NUM_NEGATIVES
 from theory.validation import (
     as_float_tensor,
     as_tensor,
     check_embeddings,
     check_label_range,
-    integer,
     integer_tensor,
-    one_of,
-    real,
 )
 
 __all__ = ["contrastive_loss", "two_view_contrastive_loss"]
-
-
-@dataclass(frozen=True)
-class _Options:
-    """The validated scalar options of one loss (shared by the functions and the modules)."""
-
-    setting: str
-    tau: float
-    psi: str
-    estimator: str
-    num_negatives: int
-    margin: float
-    reduction: str
-    self_positive: bool
-    self_negative: bool
-    detach_weights: bool
-    num_classes: int | None
-    check_inputs: bool
-
-
-def _flag(name: str, value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise ValueError(f"{name} must be True or False, got {value!r}")
-    return value
-
-
-def _options(
-    *,
-    setting: str,
-    tau: float,
-    psi: str,
-    estimator: str,
-    num_negatives: int,
-    margin: float,
-    reduction: str,
-    self_positive: bool,
-    self_negative: bool,
-    detach_weights: bool,
-    num_classes: int | None,
-    check_inputs: bool,
-) -> _Options:
-    """Validate every scalar option once; each error names its argument."""
-    opts = _Options(
-        setting=one_of("setting", setting, SETTINGS),
-        tau=real("tau", tau, lo=0.0, lo_open=True),
-        psi=one_of("psi", psi, PSI_FORMS),
-        estimator=one_of("estimator", estimator, ESTIMATORS),
-        num_negatives=integer("num_negatives", num_negatives, lo=1),
-        margin=real("margin", margin, lo=0.0, allow_inf=True),
-        reduction=one_of("reduction", reduction, REDUCTIONS),
-        self_positive=_flag("self_positive", self_positive),
-        self_negative=_flag("self_negative", self_negative),
-        detach_weights=_flag("detach_weights", detach_weights),
-        num_classes=None if num_classes is None else integer("num_classes", num_classes, lo=1),
-        check_inputs=_flag("check_inputs", check_inputs),
-    )
-    if not opts.detach_weights and opts.estimator == "sampled":
-        raise ValueError(
-            "detach_weights=False is only defined for estimator='expectation' (a sampled index has no derivative)"
-        )
-    return opts
-
-
-def _scalar_beta(beta: Any) -> float | None:
-    """``beta`` as a validated Python float, or ``None`` when it is a tensor with a shape (per run/anchor)."""
-    if isinstance(beta, torch.Tensor | np.ndarray):
-        if beta.ndim > 0:
-            return None
-    elif isinstance(beta, list | tuple):
-        return None
-    return real("beta", beta, lo=0.0)
 
 
 def contrastive_loss(
@@ -215,9 +140,6 @@ def contrastive_loss(
         check_inputs=check_inputs,
     )
     return _loss(opts, z, labels, beta, positive_groups=positive_groups, generator=generator)
-
-
-# ----------------------------------------------------------------------------- the kernel
 
 
 def _run_ids(x: Any, name: str, R: int, B: int, single: bool, device: torch.device) -> torch.Tensor:

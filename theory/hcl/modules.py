@@ -22,7 +22,8 @@ import torch
 from torch import nn
 
 from theory.hcl._estimators import Generators
-from theory.hcl.losses import _loss, _options
+from theory.hcl._options import _options
+from theory.hcl.losses import _loss
 from theory.options import HCL_TAU, MARGIN, METHODS, NUM_NEGATIVES
 from theory.validation import real
 

@@ -20,7 +20,7 @@ The extreme-value diagnostics, which never depend on the loss:
   tail-AIC fits; :mod:`~theory.weince.links` -- link selection in the T_lambda family;
   :mod:`~theory.weince.noise_floor` -- the softmax-vs-Weibit noise floor;
 * :mod:`~theory.weince.symbolic` -- sympy: the T_lambda derivative, the Weibull top-1 law;
-* :mod:`~theory.weince.checks` -- the W-law check of ``python -m theory``.
+* :mod:`~theory.claims.checks_weince` -- the W-law check of ``python -m theory``.
 
 Every public name is loaded from its module on first access, so importing a diagnostics module
 never loads the loss. Example::

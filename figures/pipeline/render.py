@@ -1,0 +1,185 @@
+"""Rendering the figures (reusing unchanged files) and writing the report: the last two stages."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from figures.pipeline.cache import FORMAT, atomic_write_bytes, frame_digest, source_key
+from figures.pipeline.context import Context, FigureResult, StageResult
+from figures.plots import registry
+from figures.plots.spec import FigureSpec, availability
+from figures.report.write import write_report
+
+__all__ = ["figure_key", "render_figure", "RenderStage", "ReportStage"]
+
+
+def _figure_code() -> list[Path]:
+    pkg = Path(registry.__file__).resolve().parent
+    return sorted(pkg.glob("fig_*.py")) + [
+        pkg / "style.py",
+        pkg / "frames.py",
+        pkg / "registry.py",
+        pkg / "spec.py",
+    ]
+
+
+def figure_key(spec: FigureSpec, tables: Mapping[str, pd.DataFrame]) -> str:
+    """Digest of what a figure's files depend on: the figure code, its options and input tables."""
+    parts = [spec.id, repr(sorted(spec.options.items())), FORMAT]
+    parts += [f"{n}:{frame_digest(tables[n])}" for n in spec.table_names if n in tables]
+    return source_key(_figure_code(), *parts)
+
+
+def render_figure(
+    spec: FigureSpec, tables: Mapping[str, pd.DataFrame], out: Path, *, reuse: bool = False
+) -> FigureResult:
+    """Render and save one figure, or report it not available; never raises for a figure's fault.
+
+    Args:
+        spec: the figure.
+        tables: the available tables.
+        out: the output folder.
+        reuse: keep the figure's files when they exist and were written from the same code, options
+            and input tables (recorded in ``out/.<id>.key``); otherwise render.
+
+    Returns:
+        The :class:`FigureResult`.
+    """
+    from figures.plots import style
+
+    base: dict[str, Any] = dict(
+        id=spec.id,
+        title=spec.title,
+        claims=spec.claims,
+        description=spec.description,
+        style_note=spec.style_note,
+    )
+    files = {fmt: out / f"{spec.id}.{fmt}" for fmt in ("png", "pdf")}
+    key_file = out / f".{spec.id}.key"
+    avail = availability(spec, tables)
+    if not avail.ok:
+        if key_file.is_file():  # files this job wrote earlier, from data that is gone: remove them
+            for p in (*files.values(), key_file):
+                p.unlink(missing_ok=True)
+        return FigureResult(status="not available", reason=avail.reason, produce=spec.produce, **base)
+    t0 = time.perf_counter()
+    try:
+        key = figure_key(spec, tables)
+        if (
+            reuse
+            and key_file.is_file()
+            and key_file.read_text() == key
+            and all(p.is_file() for p in files.values())
+        ):
+            return FigureResult(
+                status="rendered",
+                files={k: str(v) for k, v in files.items()},
+                seconds=time.perf_counter() - t0,
+                reused=True,
+                **base,
+            )
+        key_file.unlink(missing_ok=True)
+        fig = spec.build(tables)
+        paths = style.save_figure(fig, out, spec.id)
+        atomic_write_bytes(key_file, key.encode())
+    except Exception as exc:
+        return FigureResult(
+            status="failed",
+            reason=f"{type(exc).__name__}: {exc}",
+            produce=spec.produce,
+            seconds=time.perf_counter() - t0,
+            **base,
+        )
+    return FigureResult(
+        status="rendered",
+        files={k: str(v) for k, v in paths.items()},
+        seconds=time.perf_counter() - t0,
+        **base,
+    )
+
+
+def _render_by_id(figure_id: str, tables: dict[str, pd.DataFrame], out: str, reuse: bool) -> FigureResult:
+    return render_figure(registry.get(figure_id), tables, Path(out), reuse=reuse)
+
+
+class RenderStage:
+    """Render every selected figure (in ``jobs`` worker processes when ``jobs > 1``).
+
+    A figure whose code, options and input tables are unchanged since its files were written keeps
+    them (unless ``--refresh``); the files of a figure that is no longer available are removed.
+    """
+
+    name = "render"
+    after: tuple[str, ...] = ("theory", "synthetic", "realdata", "weince", "pickup")
+
+    def units(self, ctx: Context) -> int:
+        """One unit per selected figure."""
+        return len(ctx.figures)
+
+    def run(self, ctx: Context) -> str:
+        """Render (or keep) every selected figure; a figure that failed to render raises."""
+        ctx.out.mkdir(parents=True, exist_ok=True)
+        results: dict[str, FigureResult] = {}
+        if ctx.jobs > 1 and len(ctx.figures) > 1:
+            from joblib import Parallel, delayed
+
+            tasks = (
+                delayed(_render_by_id)(
+                    s.id,
+                    {k: ctx.tables[k] for k in s.table_names if k in ctx.tables},
+                    str(ctx.out),
+                    not ctx.refresh,
+                )
+                for s in ctx.figures
+            )
+            for r in Parallel(n_jobs=ctx.jobs, return_as="generator_unordered")(tasks):
+                results[r.id] = r
+                ctx.tick(r.id)
+        else:
+            for s in ctx.figures:
+                r = render_figure(s, ctx.tables, ctx.out, reuse=not ctx.refresh)
+                results[r.id] = r
+                ctx.tick(r.id)
+        ctx.rendered = [results[s.id] for s in ctx.figures]
+        counts = {
+            k: sum(r.status == k for r in ctx.rendered) for k in ("rendered", "not available", "failed")
+        }
+        failed = [r.id for r in ctx.rendered if r.status == "failed"]
+        if failed:
+            raise RuntimeError(
+                f"figures failed to render: {', '.join(failed)} "
+                f"({counts['rendered']} rendered, {counts['not available']} not available)"
+            )
+        reused = sum(r.reused for r in ctx.rendered)
+        return (
+            f"{counts['rendered']} rendered ({reused} unchanged, files kept), "
+            f"{counts['not available']} not available"
+        )
+
+
+class ReportStage:
+    """Write ``report.md`` and ``report.html`` into the output folder."""
+
+    name = "report"
+    after: tuple[str, ...] = ("render",)
+
+    def units(self, ctx: Context) -> int:
+        """One unit."""
+        return 1
+
+    def run(self, ctx: Context) -> str:
+        """Write the report files into the output folder."""
+        extra = [
+            StageResult("report", "ok", 0.0, "this report"),
+            StageResult(
+                "total", "ok", time.perf_counter() - ctx.started, "wall time of the whole job so far"
+            ),
+        ]
+        ctx.report_paths = write_report(ctx, extra)
+        ctx.tick("report")
+        return f"{ctx.report_paths['html']}"

@@ -1,0 +1,6 @@
+"""The claims report: ``report.md`` and a self-contained ``report.html``.
+
+:mod:`figures.report.assemble` (one row per claim, the environment), :mod:`figures.report.markdown`,
+:mod:`figures.report.html`, :mod:`figures.report.write` (both files, atomically) and
+:mod:`figures.report.commands` (the command that reproduces each claim).
+"""

@@ -1,0 +1,7 @@
+"""The synthetic claims S1-S4, R4, R5: criteria from the grid files, judges, records.
+
+* :mod:`synthetic.claims.criteria` -- the claim grids, their declared criteria, the commands;
+* :mod:`synthetic.claims.rows` -- run summaries, seed aggregates, NC / DC of a setting;
+* :mod:`synthetic.claims.judges` -- one verdict rule per claim;
+* :mod:`synthetic.claims.records` -- the ``theory.claims`` records and their table views.
+"""

@@ -1,0 +1,455 @@
+"""The one training engine of the synthetic study: R runs of one shape in one tensor program.
+
+:func:`train_runs` trains R >= 1 runs (``synthetic.engine.config.RunConfig``) with Adam and returns one
+tidy table per run (the layout of :mod:`synthetic.store.read`); a single run is the R = 1 case
+(``synthetic.engine.train.train_run``). The parameters of the R runs are stacked along a leading run
+dimension (``synthetic.engine.models.StackedModel``: weights ``(R, in, out)``, ``torch.baddbmm``), their
+mini-batches are ``(R, B)`` index tensors, their losses come from one run-batched objective
+(:mod:`synthetic.engine.objective`), their R losses are summed before ``backward`` (run r's parameters
+receive exactly run r's gradient), and one Adam updates them (``torch.optim.Adam``, element-wise
+and hence run by run; :class:`synthetic.engine.adam.RunAdam` once some runs skip a step). The metric
+step is :mod:`synthetic.engine.evaluation`. Which runs are stacked together, and whether a group is
+stacked at all, is decided by :func:`synthetic.engine.plan.plan`.
+
+**Epochs.** Row ``epoch = 0`` is the initialisation (before any update; ``loss`` NaN); row
+``epoch = e`` the state after ``e`` epochs. Rows at epoch 0, every ``eval_every`` epochs and at
+the last epoch. With a step budget (``steps > 0``) the run draws exactly ``steps`` mini-batches
+and its last epoch is cut short; the ``steps`` column counts the mini-batches drawn so far.
+
+**Batches.** Full batch (``batch_size`` 0 or >= N): one step per epoch on all N samples in index
+order. Mini-batches: a fresh permutation per epoch (``"order"`` stream), ``N // batch_size``
+steps (drop_last, as the authors' loader).
+
+**Skipped steps.** A supervised (SCL/HSCL) mini-batch holding a single class leaves every
+anchor without negatives: that run skips the step (no draw, no update, no loss), while the other
+runs of the stack proceed; the epoch's ``loss`` averages the executed steps and
+``skipped_steps`` counts the others. An epoch in which every step of a run is skipped raises
+``ValueError``.
+
+**Near-NC initialisation** (``init="nc"``, claim R4). The run starts from the final parameters of
+its :meth:`~synthetic.engine.config.RunConfig.source_config` (the same run trained from a random
+initialisation with ``init_method`` / ``init_beta`` for ``init_epochs`` epochs) with a fresh Adam
+state (the authors' commented-out checkpoint load restores the model only). Sources are trained
+first, stacked, once per call; with ``state_dir`` (or the environment variable
+:data:`STATE_DIR_ENV`) each source's ``state_dict`` is saved there as ``<source key>.pt`` and
+reused by later calls. The ``init_key`` column names the source run.
+
+**Failures.** Non-finite parameters, embeddings or training losses raise
+:class:`synthetic.engine.errors.NonFiniteRun` (a ``FloatingPointError``) with the run's key and epoch: a
+diverging run is never recorded (the sphere normalisation would otherwise map NaN rows to zero,
+which looks like perfect collapse); the sweep stores a failure record instead.
+
+**Randomness.** Every draw of run r comes from run r's own generators (``synthetic.engine.data``
+streams ``data``, ``init``, ``order``, ``step``, ``eval``), in the order of the sequential
+reference trainer, so run r's table does not depend on the runs stacked with it (up to the float
+rounding of batched products). The same configs give identical tables (bit for bit on the same
+machine and thread count).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from synthetic.engine.adam import RunAdam, make_adam
+from synthetic.engine.config import RunConfig
+from synthetic.engine.data import make_data, run_generators
+from synthetic.engine.errors import non_finite
+from synthetic.engine.evaluation import (
+    RANK_COLUMNS,
+    Evaluator,
+)
+from synthetic.engine.models import ContrastiveModel, StackedModel, build_model, stack_models
+from synthetic.engine.objective import step_losses
+from synthetic.engine.plan import Group, plan, stack_key
+from synthetic.store.schema import EPOCH, RUN_KEY, recorded_epochs
+
+__all__ = [
+    "METRIC_COLUMNS",
+    "STATE_DIR_ENV",
+    "ENGINE_COLUMNS",
+    "metric_columns",
+    "epoch_batches",
+    "train_runs",
+    "train_run",
+    "train_group",
+    "train_stack",
+]
+
+#: Metric columns of a run frame, in order, after :data:`RUN_KEY` and :data:`EPOCH` (written by
+#: ``synthetic.engine.train.train_run``; defined in docs/metrics.md). With ``record_means`` a
+#: ``class_means`` column follows them.
+METRIC_COLUMNS = (
+    "loss",
+    "skipped_steps",
+    "full_loss",
+    "optimum",
+    "gap_to_optimum",
+    "full_gap",
+    "unit_norm",
+    "zero_sum",
+    "etf_mean",
+    "etf_max",
+    "within_class_variation",
+    "nc1",
+    "nc2_equinorm",
+    "nc2_equiangularity",
+    "etf_error",
+    "effective_rank",
+    "rankme",
+    "spectrum_min",
+    "mean_norm",
+    "ncm_acc",
+    "train_ncm_acc",
+)
+#: Environment variable naming the folder where source states of ``init="nc"`` runs are kept.
+STATE_DIR_ENV = "SYNTHETIC_STATE_DIR"
+#: Metric columns the engine writes besides :data:`synthetic.store.schema.METRIC_COLUMNS` (then the
+#: ``spectrum_i`` columns and, with ``record_means``, ``class_means``); docs/metrics.md.
+ENGINE_COLUMNS = ("steps", *RANK_COLUMNS, "collision", "collision_nc", "init_key")
+
+
+def metric_columns(config: RunConfig) -> list[str]:
+    """The metric columns of a run's table, in order (after ``run_key`` and ``epoch``)."""
+    cols = list(METRIC_COLUMNS) + [c for c in ENGINE_COLUMNS if c not in METRIC_COLUMNS]
+    cols += [f"spectrum_{i}" for i in range(min(config.num_classes - 1, config.embed_dim))]
+    if config.record_means:
+        cols.append("class_means")
+    return cols
+
+
+def epoch_batches(N: int, batch_size: int, generator: torch.Generator) -> torch.Tensor:
+    """Index batches ``(steps, b)`` of one epoch (full batch: ``arange(N)[None]``, no draw)."""
+    if batch_size == 0 or batch_size >= N:
+        return torch.arange(N)[None]
+    perm = torch.randperm(N, generator=generator)
+    steps = N // batch_size
+    return perm[: steps * batch_size].view(steps, batch_size)
+
+
+# ------------------------------------------------------------------------------ failures
+
+
+# ------------------------------------------------------------------------------ source states
+
+
+def _state_dir(state_dir: str | os.PathLike | None) -> Path | None:
+    if state_dir is not None:
+        return Path(state_dir)
+    env = os.environ.get(STATE_DIR_ENV)
+    return Path(env) if env else None
+
+
+def _load_state(folder: Path | None, key: str) -> dict[str, torch.Tensor] | None:
+    if folder is None:
+        return None
+    path = folder / f"{key}.pt"
+    if not path.is_file():
+        return None
+    blob = torch.load(path, map_location="cpu", weights_only=True)
+    if not isinstance(blob, dict) or blob.get("key") != key:
+        return None
+    return blob["state"]
+
+
+def _save_state(folder: Path | None, source: RunConfig, state: dict[str, torch.Tensor]) -> None:
+    if folder is None:
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    key = source.key()
+    tmp = folder / f".{key}.{os.getpid()}.pt.tmp"
+    torch.save({"key": key, "config": source.to_dict(), "state": state}, tmp)
+    os.replace(tmp, folder / f"{key}.pt")
+
+
+def _source_states(
+    configs: Sequence[RunConfig], device: Any, state_dir: Path | None, progress: bool
+) -> dict[str, dict[str, torch.Tensor]]:
+    """Final ``state_dict`` of every source run the ``init="nc"`` configs need, by source key."""
+    needed: dict[str, RunConfig] = {}
+    for c in configs:
+        s = c.source_config()
+        if s is not None:
+            needed.setdefault(s.key(), s)
+    states: dict[str, dict[str, torch.Tensor]] = {}
+    missing: dict[tuple, list[RunConfig]] = {}
+    for k, s in needed.items():
+        st = _load_state(state_dir, k)
+        if st is None:
+            missing.setdefault(stack_key(s), []).append(s)
+        else:
+            states[k] = st
+    for group in missing.values():
+        # only the final state is kept: evaluate at the first and last epoch only (the metric step
+        # draws from its own "eval" stream, so the trained parameters are the same)
+        quiet = [s.replace(eval_every=max(1, s.num_epochs)) for s in group]
+        _, model = _train(quiet, {}, progress=progress, device=device)
+        for r, s in enumerate(group):
+            st = model.run_state(r)
+            states[s.key()] = st
+            _save_state(state_dir, s, st)
+    return states
+
+
+# ------------------------------------------------------------------------------ the engine
+
+
+def _check(configs: Sequence[RunConfig]) -> list[RunConfig]:
+    if not isinstance(configs, (list, tuple)) or not configs:
+        raise ValueError("configs must be a non-empty list of RunConfig")
+    for c in configs:
+        if not isinstance(c, RunConfig):
+            raise ValueError(f"configs must hold RunConfig objects, got {type(c).__name__}")
+    k0 = stack_key(configs[0])
+    for c in configs[1:]:
+        if stack_key(c) != k0:
+            a, b = configs[0].to_dict(), c.to_dict()
+            diff = [f for f in a if a[f] != b[f] and f not in ("seed", "beta", "method")] or ["method"]
+            raise ValueError(
+                f"configs are not stackable: field(s) {diff} differ ({configs[0].key()} vs {c.key()})"
+            )
+    return list(configs)
+
+
+def train_runs(
+    configs: Sequence[RunConfig],
+    *,
+    progress: bool = False,
+    device: str | torch.device = "cpu",
+    state_dir: str | os.PathLike | None = None,
+    mode: str = "stacked",
+) -> list[pd.DataFrame]:
+    """Train R stackable runs in one tensor program; one table per config, in order.
+
+    Args:
+        configs: non-empty list of RunConfig with equal :func:`synthetic.engine.plan.stack_key`
+            (same shapes; seeds, betas and methods may differ).
+        progress: tqdm bar over epochs (only on a terminal).
+        device: torch device of the parameters and data (random draws stay on CPU generators).
+        state_dir: where source states of ``init="nc"`` runs are saved and reused (default: the
+            folder named by :data:`STATE_DIR_ENV`, else none: sources are trained in-process).
+        mode: ``"stacked"`` (one program of R runs) or ``"sequential"`` (one run at a time; the
+            sources of ``init="nc"`` runs are still trained once, stacked).
+
+    Returns:
+        One ``pandas.DataFrame`` per config: the resolved config columns, ``run_key``, ``epoch``
+        and :func:`metric_columns`, one row per recorded epoch.
+
+    Raises:
+        ValueError: empty list, a non-RunConfig, configs that are not stackable (the message names
+            the differing field), or an epoch in which every step of a run is skipped.
+        NonFiniteRun: a run's parameters, embeddings or loss became non-finite.
+    """
+    if mode not in ("stacked", "sequential"):
+        raise ValueError(f"mode must be 'stacked' or 'sequential', got {mode!r}")
+    configs = _check(configs)
+    sources = _source_states(configs, device, _state_dir(state_dir), progress)
+    if mode == "sequential":
+        return [_train([c], sources, progress=progress, device=device)[0][0] for c in configs]
+    tables, _ = _train(configs, sources, progress=progress, device=device)
+    return tables
+
+
+def _skipped(configs: Sequence[RunConfig], labels: torch.Tensor) -> torch.Tensor:
+    """Bool ``(S, R)``: which runs skip which step (labels ``(S, R, B)``; SCL/HSCL single class)."""
+    sup = torch.tensor([c.setting == "supervised" for c in configs], device=labels.device)
+    return sup[None, :] & (labels.amax(dim=-1) == labels.amin(dim=-1))
+
+
+def _progress(iterable, enabled: bool, desc: str, total: int | None = None):
+    if not enabled:
+        return iterable
+    import sys
+
+    from tqdm.auto import tqdm
+
+    return tqdm(iterable, desc=desc, total=total, disable=not sys.stderr.isatty(), leave=False)
+
+
+def _train(
+    configs: list[RunConfig],
+    sources: dict[str, dict[str, torch.Tensor]],
+    *,
+    progress: bool,
+    device: Any,
+) -> tuple[list[pd.DataFrame], StackedModel]:
+    cfg = configs[0]
+    R = len(configs)
+    gens = [run_generators(c.seed) for c in configs]
+    datas = [make_data(c, device=device) for c in configs]
+    models: list[ContrastiveModel] = []
+    for c, g in zip(configs, gens, strict=True):
+        m = build_model(c, generator=g["init"])
+        src = c.source_config()
+        if src is not None:
+            m.load_state_dict(sources[src.key()])
+        models.append(m)
+    smodel = stack_models(models).to(device)
+    free = cfg.encoder == "free"
+    N = cfg.num_train
+    X = None if free else torch.stack([d.x_train for d in datas])
+    Y = torch.stack([d.y_train for d in datas])
+    betas = torch.tensor([c.beta for c in configs], dtype=cfg.torch_dtype, device=device)
+    params = list(smodel.parameters())
+    opt: Any = make_adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    run_adam = False  # becomes a RunAdam at the first step some runs skip and others do not
+    ev = Evaluator(configs, smodel, datas, X, Y, betas)
+    epochs, budget = cfg.num_epochs, cfg.num_steps
+    record_at = set(recorded_epochs(epochs, cfg.eval_every))
+    step_gens = [g["step"] for g in gens]
+    run_ids = torch.arange(R, device=device)[None, :, None]
+
+    records: list[list[dict]] = [[] for _ in range(R)]
+    for r, row in enumerate(ev.rows(0, 0, [math.nan] * R, [0] * R)):
+        records[r].append(row)
+    drawn = 0
+    for epoch in _progress(range(1, epochs + 1), progress, f"{R} run(s)", epochs):
+        batches = torch.stack([epoch_batches(N, cfg.batch, g["order"]) for g in gens], dim=1).to(
+            device
+        )  # (S, R, b)
+        batches = batches[: budget - drawn]
+        drawn += batches.shape[0]
+        labels = Y[run_ids, batches]  # (S, R, b)
+        skip = _skipped(configs, labels).cpu()
+        dead = skip.all(dim=0)
+        if bool(dead.any()):
+            c = configs[int(torch.nonzero(dead)[0])]
+            raise ValueError(
+                f"run {c.key()}: every mini-batch of epoch {epoch} holds a single class; the "
+                f"{c.method} loss is undefined (batch_size={c.batch_size} is too small for "
+                f"num_classes={c.num_classes})"
+            )
+        any_skip = bool(skip.any())
+        total = torch.zeros(R, dtype=torch.float64, device=device)
+        batch_inputs = batches if X is None else X[run_ids, batches]  # (S, R, b[, D]) in one gather
+        for s in range(batches.shape[0]):
+            idx = batches[s]
+            active = None
+            if any_skip:
+                act = ~skip[s]
+                if not bool(act.any()):
+                    continue
+                active = act.tolist()
+                if not run_adam and not all(active):
+                    opt, run_adam = RunAdam.from_torch(opt, params, R), True
+            losses = step_losses(
+                configs,
+                smodel,
+                batch_inputs[s],
+                labels[s],
+                idx,
+                step_gens,
+                betas,
+                y_pool=Y,
+                pool_inputs=X,
+                active=active,
+            )
+            opt.zero_grad(set_to_none=True)
+            losses.sum().backward()
+            if run_adam:
+                opt.step(active)
+            else:
+                opt.step()
+            if active is None:
+                total += losses.detach().to(torch.float64)
+            else:
+                total[act.to(device)] += losses.detach().to(torch.float64)
+        total_cpu = total.cpu()
+        for r in range(R):
+            if not math.isfinite(float(total_cpu[r])):
+                raise non_finite(configs[r], "training loss", epoch)
+        bad = _non_finite_params(params, R)
+        if bad is not None:
+            raise non_finite(configs[bad], "parameters after the epoch's Adam steps", epoch)
+        if epoch in record_at:
+            n_skipped = skip.sum(dim=0).tolist()
+            n_steps = skip.shape[0]
+            mean_loss = [float(total_cpu[r]) / (n_steps - n_skipped[r]) for r in range(R)]
+            for r, row in enumerate(ev.rows(epoch, drawn, mean_loss, n_skipped)):
+                records[r].append(row)
+    return [_assemble(c, rec) for c, rec in zip(configs, records, strict=True)], smodel
+
+
+def _non_finite_params(params: Sequence[torch.Tensor], R: int) -> int | None:
+    """Index of the first run with a non-finite parameter, else None."""
+    with torch.no_grad():
+        ok = torch.ones(R, dtype=torch.bool)
+        for p in params:
+            ok &= torch.isfinite(p.detach()).reshape(R, -1).all(dim=1).cpu()
+    return None if bool(ok.all()) else int(torch.nonzero(~ok)[0])
+
+
+def _assemble(config: RunConfig, records: list[dict]) -> pd.DataFrame:
+    base = config.to_dict()
+    base[RUN_KEY] = config.key()
+    cols = list(base) + [EPOCH] + metric_columns(config)
+    df = pd.DataFrame([{**base, **r} for r in records], columns=cols)
+    for c in (EPOCH, "skipped_steps", "steps"):
+        df[c] = df[c].astype(np.int64)
+    return df
+
+
+def train_run(
+    config: RunConfig,
+    *,
+    progress: bool = False,
+    device: str | torch.device = "cpu",
+    state_dir: str | os.PathLike | None = None,
+) -> pd.DataFrame:
+    """Train one run with Adam and return its per-epoch table (see the module docstring).
+
+    Args:
+        config: a validated :class:`synthetic.engine.config.RunConfig`.
+        progress: show a tqdm bar over epochs (only on a terminal).
+        device: torch device of the model and data (random draws stay on the CPU generators).
+        state_dir: where the source state of an ``init="nc"`` run is saved and reused.
+
+    Returns:
+        ``pandas.DataFrame`` with ``len(recorded_epochs(num_epochs, eval_every))`` rows.
+
+    Raises:
+        ValueError: ``config`` is not a RunConfig, or every step of an epoch was skipped (each
+            mini-batch held a single class under SCL/HSCL).
+        NonFiniteRun: the parameters, embeddings or training loss became non-finite
+            (``synthetic.engine.errors``; a ``FloatingPointError``).
+    """
+    if not isinstance(config, RunConfig):
+        raise ValueError(f"config must be a RunConfig, got {type(config).__name__}")
+    return train_runs([config], progress=progress, device=device, state_dir=state_dir)[0]
+
+
+def train_group(group: Group, **kwargs) -> list[pd.DataFrame]:
+    """Train a :class:`Group` in its mode; one table per config, in order.
+
+    Args:
+        group: a group from :func:`plan`.
+        **kwargs: passed to :func:`synthetic.engine.train.train_runs` (``progress``, ``device``,
+            ``state_dir``).
+    """
+    if not isinstance(group, Group):
+        raise ValueError(f"group must be a Group, got {type(group).__name__}")
+    return train_runs(list(group.configs), mode=group.mode, **kwargs)
+
+
+def train_stack(configs: Sequence[RunConfig], **kwargs) -> list[pd.DataFrame]:
+    """Train one group of a sweep (stackable configs) in its planned mode; one table per config.
+
+    The group is planned again (:func:`synthetic.engine.plan.plan` with ``max_stack`` its size),
+    which gives its mode; a group that does not stack raises, naming the differing field.
+
+    Raises:
+        ValueError: empty list, a non-RunConfig, or configs that are not stackable.
+    """
+    configs = _check(configs)
+    tables: dict[str, pd.DataFrame] = {}
+    for g in plan(configs, max_stack=len(configs)):
+        for c, t in zip(g.configs, train_group(g, **kwargs), strict=True):
+            tables[c.key()] = t
+    return [tables[c.key()] for c in configs]

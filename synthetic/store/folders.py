@@ -1,0 +1,177 @@
+"""The results folder on disk: its layout, atomic writes, the writability check, leftovers.
+
+Layout of a results folder (the run files and their records: :mod:`synthetic.store.runs`; the table:
+:mod:`synthetic.store.tables`; failures: :mod:`synthetic.store.failures`; the lock: :mod:`synthetic.store.locking`)::
+
+    <folder>/runs/<key>.csv         one finished run (one row per recorded epoch)
+    <folder>/runs/<key>.json        its completion record
+    <folder>/table.csv              all runs, one row per (run, epoch), sorted deterministically
+    <folder>/table.json             the table's record (its sha256, the sha256 of every run in it)
+    <folder>/failures/<key>.json    a run that failed: config, reason, epoch, traceback summary
+    <folder>/quarantine/            incomplete, corrupt or foreign run files set aside (never deleted)
+    <folder>/.sweep.lock            the lock of the sweep writing the folder (and .sweep.lock.json, its holder)
+
+Every file is written to a temporary file in the same folder, flushed and ``fsync``-ed, then
+moved into place with :func:`os.replace` (atomic on POSIX and Windows), and the folder is
+``fsync``-ed: a reader sees the old file (or none) or the complete new one, never a prefix. A kill
+at any moment leaves at worst a ``.*.tmp`` file, which every reader ignores.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from synthetic.store.errors import StoreError, StoreNotWritable
+
+__all__ = [
+    "RUNS_SUBDIR",
+    "TABLE_FILE",
+    "TABLE_RECORD",
+    "FAILURES_SUBDIR",
+    "QUARANTINE_SUBDIR",
+    "as_folder",
+    "fsync_dir",
+    "atomic_write_bytes",
+    "atomic_write_text",
+    "check_writable",
+    "temp_files",
+    "remove_temp_files",
+]
+
+RUNS_SUBDIR = "runs"
+TABLE_FILE = "table.csv"
+TABLE_RECORD = "table.json"
+FAILURES_SUBDIR = "failures"
+QUARANTINE_SUBDIR = "quarantine"
+TEMP_SUFFIX = ".tmp"
+
+
+def as_folder(folder: str | os.PathLike) -> Path:
+    """``folder`` as a Path; ValueError for an empty or non-path argument."""
+    if not isinstance(folder, (str, os.PathLike)) or str(folder) == "":
+        raise ValueError(f"folder must be a non-empty path, got {folder!r}")
+    return Path(folder)
+
+
+def fsync_dir(path: Path) -> None:
+    """Flush a directory entry to disk (best effort: not every platform allows it)."""
+    try:
+        fd = os.open(str(path), os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+    """Write ``data`` to ``path`` atomically: temp file in the same folder, fsync, rename.
+
+    A reader sees either the old file (or no file) or the complete new one, never a prefix.
+    The parent folder is created if needed. Returns the destination path.
+    """
+    if not isinstance(data, (bytes, bytearray)):
+        raise ValueError(f"data must be bytes, got {type(data).__name__}")
+    dest = as_folder(path)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.parent / f".{dest.name}.{os.getpid()}.{time.monotonic_ns()}{TEMP_SUFFIX}"
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, dest)
+    except BaseException:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+        raise
+    fsync_dir(dest.parent)
+    return dest
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    """:func:`atomic_write_bytes` of ``text`` encoded as UTF-8."""
+    if not isinstance(text, str):
+        raise ValueError(f"text must be a str, got {type(text).__name__}")
+    return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def check_writable(folder: str | os.PathLike) -> Path:
+    """Make sure ``folder`` and ``folder/runs`` exist and files can be created in them.
+
+    Returns:
+        The folder.
+
+    Raises:
+        StoreError: ``folder`` (or a parent, or ``runs``) is a file.
+        StoreNotWritable: a file cannot be created there (read-only file system, permissions,
+            disk full); the message is one line naming the folder.
+    """
+    base = as_folder(folder)
+    for p in (base, *base.parents):
+        if p.exists() and not p.is_dir():
+            raise StoreError(f"results folder {base} cannot be used: {p} is a file, not a folder")
+        if p.is_dir():
+            break
+    try:
+        (base / RUNS_SUBDIR).mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise StoreError(f"results folder {base} cannot be used: {base / RUNS_SUBDIR} is a file") from None
+    except OSError as exc:
+        raise StoreNotWritable(f"results folder {base} is not writable: {exc.strerror or exc}") from None
+    for d in (base, base / RUNS_SUBDIR):
+        probe = d / f".write-probe.{os.getpid()}.{time.monotonic_ns()}{TEMP_SUFFIX}"
+        try:
+            fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            try:
+                os.write(fd, b"x")
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            probe.unlink()
+        except OSError as exc:
+            try:
+                probe.unlink()
+            except OSError:
+                pass
+            raise StoreNotWritable(f"results folder {d} is not writable: {exc.strerror or exc}") from None
+    return base
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def temp_files(folder: str | os.PathLike) -> list[Path]:
+    """Leftover temporary files (from a write interrupted by a kill) under ``folder``, sorted."""
+    base = as_folder(folder)
+    found: list[Path] = []
+    for sub in (base, base / RUNS_SUBDIR, base / FAILURES_SUBDIR, base / QUARANTINE_SUBDIR):
+        if sub.is_dir():
+            found.extend(p for p in sub.iterdir() if p.name.startswith(".") and p.name.endswith(TEMP_SUFFIX))
+    return sorted(found)
+
+
+def remove_temp_files(folder: str | os.PathLike, *, older_than_s: float = 3600.0) -> list[Path]:
+    """Delete leftover temporary files older than ``older_than_s`` seconds; return them.
+
+    Younger files are left alone because another process may still be writing them.
+    """
+    if not isinstance(older_than_s, (int, float)) or older_than_s < 0:
+        raise ValueError(f"older_than_s must be a non-negative number, got {older_than_s!r}")
+    now = time.time()
+    removed = []
+    for p in temp_files(folder):
+        try:
+            if now - p.stat().st_mtime >= older_than_s:
+                p.unlink()
+                removed.append(p)
+        except FileNotFoundError:
+            continue
+    return removed

@@ -1,0 +1,131 @@
+"""What runs in a worker: one task of a sweep (one config, or a stack of them) -> per-run results.
+
+:func:`execute_task` is sent to local worker processes and dask workers by
+:func:`synthetic.sweep.run.run_sweep`; it never raises for a failing run, so one run cannot abort the
+others: each run comes back as ``(key, frame, None)`` or ``(key, None, failure info)``
+(:func:`synthetic.store.failures.describe_failure`). A frame that is not the complete run of its config
+(wrong ``run_key``, not the recorded epochs) is a failure too. Workers never write the results
+folder; the sweep stores what comes back.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import pandas as pd
+
+from synthetic.engine.errors import RunFailed
+from synthetic.store import schema
+from synthetic.store.failures import describe_failure
+
+__all__ = ["Trainer", "execute_task", "expected_of"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Trainer:
+    """How a sweep trains its runs: the one point where a sweep meets a training engine.
+
+    The sweep's default is the synthetic engine (:func:`synthetic.sweep.run.engine_trainer`);
+    tests and other engines pass their own. The functions are pickled to the workers, so they
+    must be module-level functions.
+
+    Attributes:
+        run: ``config -> DataFrame``: one run, one row per recorded epoch.
+        plan: ``list[config] -> list[list[config]]``: the groups of a whole grid that train
+            together (``stack=True``); None trains one run per task.
+        train_stack: ``list[config] -> list[DataFrame | Exception]``: one group in one program
+            (an exception in place of a frame: that member failed).
+    """
+
+    run: Callable[[Any], pd.DataFrame]
+    plan: Callable[[list], list[list]] | None = None
+    train_stack: Callable[[list], list] | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("run", "plan", "train_stack"):
+            fn = getattr(self, name)
+            if not (fn is None and name != "run") and not callable(fn):
+                raise ValueError(f"{name} must be callable, got {fn!r}")
+        if (self.plan is None) != (self.train_stack is None):
+            raise ValueError("plan and train_stack must be given together (or neither)")
+
+
+def expected_of(config: Any) -> list[int] | None:
+    """The epochs a complete run of ``config`` records, or None for a config without a schedule."""
+    try:
+        return schema.expected_epochs(config)
+    except (AttributeError, KeyError, TypeError):
+        return None
+
+
+def _check_frame(k: str, f: Any, config: Any) -> None:
+    if not isinstance(f, pd.DataFrame):
+        raise RunFailed(f"the runner returned {type(f).__name__}, not a DataFrame", key=k)
+    if schema.RUN_KEY not in f.columns or set(f[schema.RUN_KEY].astype(str)) != {k}:
+        raise RunFailed(f"the runner's frame must carry run_key == {k}", key=k)
+    want = expected_of(config)
+    if want is not None and schema.EPOCH in f.columns and sorted(int(e) for e in f[schema.EPOCH]) != want:
+        raise RunFailed(
+            f"the runner returned {len(f)} rows, not the {len(want)} recorded epochs of its config", key=k
+        )
+
+
+def execute_task(task: list, trainer: Trainer, threads: int | None = 1) -> list:
+    """Run one task (a list of configs); return ``[(key, frame or None, failure info or None)]``.
+
+    Runs in a worker (joblib process or dask worker); never raises so that one failing run does
+    not abort the others. ``threads`` fixes torch's intra-op thread count during the task (then
+    restores it): results are bit-identical only at equal thread counts, so a sweep gives the
+    same numbers whatever ``n_jobs`` or cluster it runs on.
+    """
+    keys = [c.key() for c in task]
+    old_threads = None
+    if threads is not None:
+        import torch
+
+        old_threads = torch.get_num_threads()
+        torch.set_num_threads(threads)
+    try:
+        return _execute_inner(task, keys, trainer)
+    finally:
+        if old_threads is not None:
+            torch.set_num_threads(old_threads)
+
+
+def _run_single(config: Any, k: str, runner: Callable, note: str = "") -> tuple:
+    try:
+        f = runner(config)
+        _check_frame(k, f, config)
+        return (k, f, None)
+    except Exception as exc:
+        return (k, None, describe_failure(exc, note))
+
+
+def _execute_inner(task: list, keys: list, trainer: Trainer) -> list:
+    """Train a task; a failing stack falls back to training each member alone.
+
+    A stack of several configs that raises (or returns bad frames) is retried member by member
+    with the single runner, so one failing run does not fail its whole stack (on every retry);
+    only the members that fail alone are reported, with the stack's error noted. A stacked
+    runner may also return an exception in place of a member's frame: that member failed.
+    """
+    note = ""
+    if len(task) > 1 and trainer.train_stack is not None:
+        try:
+            frames = list(trainer.train_stack(list(task)))
+            if len(frames) != len(task):
+                raise RuntimeError(f"stacked runner returned {len(frames)} frames for {len(task)} configs")
+            out: list[tuple[str, Any, Any]] = []
+            for c, k, f in zip(task, keys, frames, strict=True):
+                if isinstance(f, BaseException):
+                    out.append((k, None, describe_failure(f)))
+                else:
+                    _check_frame(k, f, c)
+                    out.append((k, f, None))
+            return out
+        except Exception as exc:
+            last = " ".join(str(exc).split()) or type(exc).__name__
+            note = f"(stacked training of {len(task)} runs failed: {type(exc).__name__}: {last}; this run then failed alone)"
+    return [_run_single(c, k, trainer.run, note) for c, k in zip(task, keys, strict=True)]

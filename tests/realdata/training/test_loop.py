@@ -1,0 +1,204 @@
+"""Training: the config's identity, exact resume from checkpoints, corrupt checkpoints, failures."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pandas as pd
+import pytest
+import torch
+
+from realdata.datasets import ImageSplit, load_digits_dataset
+from realdata.training import store
+from realdata.training.checkpoint import CorruptCheckpointError, load_checkpoint, save_checkpoint
+from realdata.training.config import TrainConfig
+from realdata.training.loop import RunOptions, train_run
+
+TIMING = ["epoch_seconds", "views_per_second"]
+
+
+@pytest.fixture(scope="module")
+def small_digits():
+    d = load_digits_dataset()
+    return dataclasses.replace(
+        d,
+        train=ImageSplit(d.train.images[:300], d.train.labels[:300]),
+        test=ImageSplit(d.test.images[:100], d.test.labels[:100]),
+    )
+
+
+def _cfg(**kw):
+    base = dict(dataset="digits", arch="smallcnn", width=4, batch_size=64, epochs=4, eval_every=2)
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+# ---------------------------------------------------------------------------------- config
+
+
+def test_config_defaults_per_method():
+    h = TrainConfig(method="UCL").resolved()
+    assert (h.views, h.head, h.normalization, h.tau, h.lr, h.weight_decay, h.out_dim) == (
+        "label",
+        "hcl",
+        "ball",
+        1.0,
+        1e-3,
+        1e-6,
+        9,
+    )
+    w = TrainConfig(method="WeiNCE").resolved()
+    assert (w.views, w.head, w.normalization, w.tau, w.lr, w.weight_decay, w.out_dim) == (
+        "simclr",
+        "weince",
+        "sphere",
+        0.5,
+        3e-4,
+        0.0,
+        64,
+    )
+    assert TrainConfig(dataset="cifar100").resolved().arch == "resnet18"
+    assert TrainConfig(dataset="cifar100").resolved().stem == "cifar"
+    assert TrainConfig(dataset="tiny-imagenet").resolved().stem == "imagenet"
+
+
+def test_config_key_canonical():
+    a = TrainConfig(method="SCL", beta=-0.0)
+    b = TrainConfig(method="SCL", beta=0.0)
+    assert a.key() == b.key()
+    assert (
+        TrainConfig(method="SCL").key() == TrainConfig(method="SCL", lr=1e-3, tau=1.0).key()
+    )  # defaults resolved
+    # fields a run does not use do not change its identity
+    assert (
+        TrainConfig(method="InfoNCE", estimator="sampled").key()
+        == TrainConfig(method="InfoNCE", estimator="expectation").key()
+    )
+    assert (
+        TrainConfig(method="SCL", estimator="expectation", num_negatives=3).key()
+        == TrainConfig(method="SCL", estimator="expectation").key()
+    )
+    assert TrainConfig(method="SCL").key() != TrainConfig(method="SCL", seed=1).key()
+    c = TrainConfig(method="HSCL", beta=5.0, dataset="cifar100")
+    assert TrainConfig.from_dict(c.to_dict()).key() == c.key()
+
+
+@pytest.mark.parametrize(
+    ("kw", "name"),
+    [
+        ({"method": "HSCL"}, "beta"),
+        ({"method": "SCL", "beta": 1.0}, "beta"),
+        ({"beta": -1.0, "method": "HSCL"}, "beta"),
+        ({"tau": 0.0}, "tau"),
+        ({"method": "WeiNCE", "views": "label"}, "views"),
+        ({"epochs": -1}, "epochs"),
+        ({"batch_size": 1}, "batch_size"),
+        ({"method": "SCL", "recipe": "released"}, "recipe"),
+        ({"dataset": "mnist"}, "dataset"),
+        ({"init": "nc"}, "init_from"),
+        ({"crop_min_scale": 1.5}, "crop_min_scale"),
+        ({"lr": float("nan")}, "lr"),
+    ],
+)
+def test_config_rejects_bad_values(kw, name):
+    with pytest.raises(ValueError, match=name):
+        TrainConfig(**kw)
+
+
+# ---------------------------------------------------------------------------------- resume
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(method="HSCL", beta=5.0, estimator="sampled", num_negatives=8),
+        dict(method="WeiNCE", recipe="released", crop_min_scale=0.5, batch_size=32),
+    ],
+    ids=["hscl_sampled", "weince_released"],
+)
+def test_resume_is_bit_for_bit(tmp_path, small_digits, kw):
+    torch.set_num_threads(1)
+    cfg = _cfg(**kw)
+    full = train_run(
+        cfg, RunOptions(results=str(tmp_path / "a"), checkpoint_every=1, progress=False), dataset=small_digits
+    )
+    assert full.status == "done"
+    part = train_run(
+        cfg,
+        RunOptions(results=str(tmp_path / "b"), checkpoint_every=1, stop_after=2, progress=False),
+        dataset=small_digits,
+    )
+    assert part.status == "interrupted"
+    assert not store.is_done(tmp_path / "b", part.key)
+    with pytest.raises(ValueError, match="--resume"):
+        train_run(cfg, RunOptions(results=str(tmp_path / "b"), progress=False), dataset=small_digits)
+    resumed = train_run(
+        cfg,
+        RunOptions(results=str(tmp_path / "b"), checkpoint_every=1, resume=True, progress=False),
+        dataset=small_digits,
+    )
+    assert resumed.status == "done"
+    a = store.read_result(tmp_path / "a", full.key).drop(columns=TIMING)
+    b = store.read_result(tmp_path / "b", full.key).drop(columns=TIMING)
+    pd.testing.assert_frame_equal(a, b, check_exact=True)
+    pa = load_checkpoint(store.final_checkpoint_file(tmp_path / "a", full.key))["model"]
+    pb = load_checkpoint(store.final_checkpoint_file(tmp_path / "b", full.key))["model"]
+    for k in pa:
+        assert torch.equal(pa[k], pb[k]), k
+    if full.gate is not None:
+        pd.testing.assert_frame_equal(full.gate, resumed.gate, check_exact=True)
+    # a finished run is cached, not retrained
+    again = train_run(cfg, RunOptions(results=str(tmp_path / "a"), progress=False), dataset=small_digits)
+    assert again.status == "cached"
+
+
+def test_corrupt_checkpoints_are_named(tmp_path):
+    p = save_checkpoint(tmp_path / "c.pt", {"config_key": "abc", "epoch": 1, "model": {"w": torch.ones(3)}})
+    assert load_checkpoint(p, expect_key="abc")["epoch"] == 1
+    with pytest.raises(CorruptCheckpointError, match="belongs to run"):
+        load_checkpoint(p, expect_key="other")
+    data = p.read_bytes()
+    (tmp_path / "t.pt").write_bytes(data[:-10])
+    with pytest.raises(CorruptCheckpointError, match=r"t\.pt: truncated"):
+        load_checkpoint(tmp_path / "t.pt")
+    flipped = bytearray(data)
+    flipped[-5] ^= 0xFF
+    (tmp_path / "f.pt").write_bytes(bytes(flipped))
+    with pytest.raises(CorruptCheckpointError, match="checksum mismatch"):
+        load_checkpoint(tmp_path / "f.pt")
+    (tmp_path / "g.pt").write_bytes(b"garbage")
+    with pytest.raises(CorruptCheckpointError, match="not a realdata checkpoint"):
+        load_checkpoint(tmp_path / "g.pt")
+    with pytest.raises(FileNotFoundError):
+        load_checkpoint(tmp_path / "missing.pt")
+
+
+def test_resume_from_corrupt_checkpoint_raises(tmp_path, small_digits):
+    cfg = _cfg(method="SCL", estimator="expectation", epochs=2)
+    train_run(
+        cfg,
+        RunOptions(results=str(tmp_path), checkpoint_every=1, stop_after=1, progress=False),
+        dataset=small_digits,
+    )
+    ck = store.checkpoint_file(tmp_path, cfg.resolved(10).key())
+    ck.write_bytes(ck.read_bytes()[:100])
+    with pytest.raises(CorruptCheckpointError, match=str(ck.name)):
+        train_run(cfg, RunOptions(results=str(tmp_path), resume=True, progress=False), dataset=small_digits)
+
+
+def test_non_finite_run_is_recorded_as_failed(tmp_path, small_digits, monkeypatch):
+    from realdata.training import objective as losses
+
+    real = losses.Objective.forward
+
+    def poisoned(self, z1, z2, labels, generator=None):
+        out = real(self, z1, z2, labels, generator)
+        return losses.StepLoss(out.loss * float("nan"), out.value * float("nan"))
+
+    monkeypatch.setattr(losses.Objective, "forward", poisoned)
+    cfg = _cfg(method="SCL", estimator="expectation", epochs=2)
+    out = train_run(cfg, RunOptions(results=str(tmp_path), progress=False), dataset=small_digits)
+    assert out.status == "failed" and "non-finite" in out.message
+    assert not store.is_done(tmp_path, out.key)
+    rec = store.failure(tmp_path, out.key)
+    assert rec is not None and rec["epoch"] == 1 and "non-finite" in rec["reason"]
