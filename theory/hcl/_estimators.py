@@ -3,6 +3,9 @@
 docs/hcl.md#the-two-estimators, docs/hcl.md#reductions, docs/hcl.md#the-batched-kernel. Notation:
 ``z3`` ``(R, B, d)``, ``N = R B`` anchor rows, the ``P`` pairs as flat anchor rows ``rows`` and flat
 positions ``pair_flat = row * B + column``, ``blocked`` the flat positions of the excluded negatives.
+With a reference batch (docs/hcl.md#reference-batches-anchors; ``R = 1``) the anchor rows are
+those of ``anchors`` only: ``S = z[anchors] z^T`` ``(b, B)``, ``rows`` index into the ``b``
+selected anchors, and the pairs are the selected anchors' pairs (:class:`_Selection`).
 Everything here takes validated inputs (the checks are in :mod:`theory.hcl.losses`).
 """
 
@@ -46,6 +49,14 @@ def _allowed(blocked: torch.Tensor | None, N: int, B: int, device: torch.device)
     return allowed.view(N, B)
 
 
+class _Selection(NamedTuple):
+    """The anchors of a reference-batch call and where their pairs sit in the whole batch's pair order."""
+
+    anchors: torch.Tensor  # (b,) sorted, unique rows of the batch
+    pairs: torch.Tensor  # (p,) indices of the selected anchors' pairs in the pair order of the batch
+    num_pairs: int  # P, the pair count of the whole batch
+
+
 def _per_pair(
     opts: _Options,
     z3: torch.Tensor,
@@ -58,21 +69,30 @@ def _per_pair(
     npos: torch.Tensor,
     generator: Generators,
     red: _Reduction | None,
+    selection: _Selection | None = None,
 ) -> torch.Tensor:
     """The reduced loss ``(R,)`` (or the ``(P,)`` per-pair values ``ell_ij`` when ``red`` is None).
 
-    The fused estimators apply the reduction inside their autograd Function (one node).
+    The fused estimators apply the reduction inside their autograd Function (one node). With a
+    ``selection`` every argument describes the selected anchors' rows and pairs only (see the
+    module docstring); the sampled estimator still draws the uniforms of all ``P`` pairs.
     """
     R, B, _ = z3.shape
-    N = R * B
+    N = R * B if selection is None else selection.anchors.shape[0]
+    anchors = None if selection is None else selection.anchors
     tau, psi = opts.tau, opts.psi
     shift = math.log(opts.num_negatives) if psi == "sum" else 0.0
     if opts.estimator == "expectation" and psi != "triplet" and opts.detach_weights:
         count = n_allowed.to(z3.dtype) if beta_f == 0.0 else None
         beta_arg: float | torch.Tensor = beta_f if beta_f is not None else beta_t[:, None]  # type: ignore[index]
-        out: torch.Tensor = _ExpectedPsi.apply(z3, rows, pair_flat, blocked, beta_arg, tau, shift, count, red)
+        out: torch.Tensor = _ExpectedPsi.apply(
+            z3, rows, pair_flat, blocked, beta_arg, tau, shift, count, red, anchors
+        )
         return out
-    S = torch.bmm(z3, z3.transpose(1, 2)).view(N, B)
+    if anchors is None:
+        S = torch.bmm(z3, z3.transpose(1, 2)).view(N, B)
+    else:  # the anchors' rows only: autograd scatters dS into the anchor rows and the candidates
+        S = z3[0].index_select(0, anchors) @ z3[0].T
     beta_w: float | torch.Tensor = beta_f if beta_f is not None else beta_t  # type: ignore[assignment]
     s_pos = S.reshape(-1).index_select(0, pair_flat)
     if opts.estimator == "expectation":
@@ -89,7 +109,10 @@ def _per_pair(
         x = (M.view(-1).index_select(0, rows) - s_pos) / tau + lse.index_select(0, rows) + shift
         return _reduce(F.softplus(x), red)
     K = opts.num_negatives
-    fill = _uniforms(K, generator, npos, R, B, z3.device)
+    if selection is None:
+        fill = _uniforms(K, generator, npos, R, B, z3.device)
+    else:
+        fill = _selected_uniforms(K, generator, selection, z3.device)
     with torch.no_grad():
         # The tilted law in float64: B softmax(beta S) over the allowed columns, the weights of the tables.
         logits = (
@@ -123,6 +146,26 @@ def _uniforms(
     counts = npos.view(R, B).sum(dim=1).tolist()
     u = torch.cat([draw_uniforms(int(c), K, g, device) for c, g in zip(counts, gens, strict=True)])
     return _given_uniforms(u)
+
+
+def _selected_uniforms(
+    K: int, generator: Generators, selection: _Selection, device: torch.device
+) -> UniformFill:
+    """The rows of the selected pairs among the ``(P, K)`` uniforms of all pairs of the batch.
+
+    All ``P K`` uniforms are drawn, in pair order, as the call on the whole batch draws them, so
+    the selected pairs get the very draws of the full call and the generator ends in the same state.
+    """
+    gen = generator
+    if generator is not None and not isinstance(generator, torch.Generator):
+        gens = list(generator)
+        if len(gens) != 1 or not isinstance(gens[0], torch.Generator):
+            raise ValueError(
+                f"generator must be a torch.Generator or a sequence of R = 1 of them, got {generator!r}"
+            )
+        gen = gens[0]
+    u = draw_uniforms(selection.num_pairs, K, gen, device)  # type: ignore[arg-type]
+    return _given_uniforms(u.index_select(0, selection.pairs))
 
 
 class _Reduction(NamedTuple):

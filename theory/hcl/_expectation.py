@@ -7,6 +7,9 @@ rows, ``S`` ``(N, B)`` the similarities of each anchor with the members of its o
 ``P`` pairs as flat anchor rows ``pair_row`` and flat positions ``pair_flat = row * B + column``,
 ``blocked`` the flat positions of the excluded negatives; ``red`` the reduction's per-pair weights
 (applied inside, so the Function returns the ``(R,)`` losses), or ``None`` for per-pair values.
+With ``anchors`` (a reference batch, ``R = 1``; docs/hcl.md#reference-batches-anchors) the rows
+are those of the ``b`` anchors only: ``S = z[anchors] z^T`` ``(b, B)`` and ``pair_row``,
+``pair_flat``, ``blocked`` index that ``(b, B)`` matrix.
 """
 
 from __future__ import annotations
@@ -53,7 +56,9 @@ class _ExpectedPsi(torch.autograd.Function):
 
     Backward (``q`` held fixed): ``dL/dS_in = c_i r_in - sum_{p = (i, n)} g_p``, with
     ``g_p = grad_p sigmoid(x_p) / tau``, ``c_i = sum_{p in row i} g_p`` and
-    ``r_i = softmax_n((beta + 1/tau) S_in)``, then ``dL/dz = (G + G^T) z`` per run.
+    ``r_i = softmax_n((beta + 1/tau) S_in)``, then ``dL/dz = (G + G^T) z`` per run. With
+    ``anchors`` ``a``, ``S = z_a z^T`` and ``G`` is ``(b, B)``: the anchor rows receive ``G z``
+    (scattered to rows ``a``) and every member, as a candidate, ``G^T z_a``.
     """
 
     @staticmethod
@@ -68,9 +73,13 @@ class _ExpectedPsi(torch.autograd.Function):
         shift: float,
         count: torch.Tensor | None,
         red: Any,
+        anchors: torch.Tensor | None = None,
     ) -> torch.Tensor:
         R, B, _ = z.shape
-        S = torch.bmm(z, z.transpose(1, 2)).view(R * B, B)
+        if anchors is None:
+            S = torch.bmm(z, z.transpose(1, 2)).view(R * B, B)
+        else:
+            S = torch.mm(z[0].index_select(0, anchors), z[0].T)
         s_pos = S.view(-1).index_select(0, pair_flat)
         if blocked is not None:
             S.view(-1).index_fill_(0, blocked, float("-inf"))
@@ -100,6 +109,7 @@ class _ExpectedPsi(torch.autograd.Function):
             scaled_sigmoid.div_(tau)
         ctx.save_for_backward(z, T, b, pair_row, pair_flat, scaled_sigmoid)
         ctx.red = red
+        ctx.anchors = anchors
         values = F.softplus(x)
         return values if red is None else _weighted_sum(values, red)
 
@@ -112,6 +122,12 @@ class _ExpectedPsi(torch.autograd.Function):
         gm = torch.zeros_like(b_safe).index_add_(0, pair_row, gp)
         G = T * (gm / b_safe)[:, None]
         G.view(-1).index_add_(0, pair_flat, -gp)
-        G3 = G.view(R, B, B)
-        dz = torch.bmm(G3 + G3.transpose(1, 2), z)
-        return dz, None, None, None, None, None, None, None, None
+        anchors = ctx.anchors
+        if anchors is None:
+            G3 = G.view(R, B, B)
+            dz = torch.bmm(G3 + G3.transpose(1, 2), z)
+        else:  # S = z_a z^T: dz = G^T z_a (every member as a candidate) + G z on the anchor rows
+            z2 = z[0]
+            dz2 = torch.mm(G.T, z2.index_select(0, anchors))
+            dz = dz2.index_add_(0, anchors, torch.mm(G, z2)).view(R, B, -1)
+        return dz, None, None, None, None, None, None, None, None, None

@@ -1,9 +1,12 @@
 """The sampled estimator of the mean / sum psi forms on drawn negatives (an autograd Function).
 
 Used by :func:`theory.hcl.contrastive_loss` with ``estimator="sampled"`` and psi ``"mean"`` or
-``"sum"``; docs/hcl.md#sampled-estimator. Notation: ``S`` ``(N, B)`` similarities, ``idx``
-``(P, K)`` flat indices into ``S`` of the drawn negatives of each pair, ``drawn = S.view(-1)[idx]``
-(gathered with the draw), ``pair_flat`` ``(P,)`` the flat index of each pair's positive.
+``"sum"``; docs/hcl.md#sampled-estimator. Notation: ``S`` ``(N, B)`` similarities (for a
+reference batch, docs/hcl.md#reference-batches-anchors, the rows of the ``b`` anchors only,
+``S = z[anchors] z^T`` ``(b, B)``, whose backward autograd scatters into the anchor rows and the
+candidates), ``idx`` ``(P, K)`` flat indices into ``S`` of the drawn negatives of each pair,
+``drawn = S.view(-1)[idx]`` (gathered with the draw), ``pair_flat`` ``(P,)`` the flat index of
+each pair's positive.
 """
 
 from __future__ import annotations

@@ -20,6 +20,11 @@ The run-batched kernel (docs/hcl.md#the-batched-kernel): a ``(B, d)`` batch is t
 of the ``(R, B, d)`` program: ``N = R B`` anchor rows, each against the ``B`` members of its own
 run, one pair list over all runs, one draw of uniforms for all runs. Run ``r``'s value equals the
 call on ``z[r]`` alone. The nn.Module forms are in :mod:`theory.hcl.modules`.
+
+A reference batch (docs/hcl.md#reference-batches-anchors): with ``anchors`` (a ``(B, d)`` batch)
+only the terms of those anchors are computed, against every member of the batch, and normalised
+as the whole batch's loss, so that the values over a partition of the anchors add up to the loss
+of the batch (the multi-GPU path: local anchors against the gathered batch).
 """
 
 from __future__ import annotations
@@ -28,9 +33,10 @@ from typing import Any
 
 import torch
 
-from theory.hcl._estimators import Generators, _per_pair, _reduction
+from theory.hcl._estimators import Generators, _per_pair, _Reduction, _reduction, _Selection
 from theory.hcl._options import _Options, _options, _scalar_beta
 from theory.hcl.pairs import _compact, _pair_list
+from theory.infonce import _anchor_index
 from theory.options import HCL_TAU, MARGIN, NUM_NEGATIVES
 from theory.validation import (
     as_float_tensor,
@@ -61,6 +67,7 @@ def contrastive_loss(
     num_classes: int | None = None,
     detach_weights: bool = True,
     positive_groups: torch.Tensor | None = None,
+    anchors: torch.Tensor | None = None,
     check_inputs: bool = True,
 ) -> torch.Tensor:
     """SCL / HSCL (``setting="supervised"``) or UCL / HUCL (``"unsupervised"``) batch loss.
@@ -106,24 +113,38 @@ def contrastive_loss(
             instead of ``labels`` (members with the same id are positives), e.g. instance ids of
             two augmented views, while ``labels`` still define the supervised negatives. Members of
             one group must share a label.
+        anchors: optional ``(b,)`` sorted, unique integer row indices of a 2-D ``z`` (the
+            reference batch; docs/hcl.md#reference-batches-anchors). Only the terms of those
+            anchors are computed, against every member of the batch (similarities ``(b, B)``), and
+            normalised as the loss of the whole batch: ``"mean"`` divides by the ``P`` of the
+            whole batch, ``"anchor_mean"`` by its number of anchors with a positive, ``"sum"``
+            sums, ``"none"`` returns the selected anchors' pairs in pair order. The values (and
+            gradients) over a partition of the anchors add up to the loss of the batch. The
+            sampled estimator draws the uniforms of all ``P`` pairs and uses its pairs' rows, so
+            the draws are those of the call on the whole batch. The checks of the batch (labels,
+            negatives, ``z``) still cover the whole batch.
         check_inputs: run the data-dependent checks (finite ``z`` whose similarities cannot
             overflow, label range, a tensor ``beta`` finite and ``>= 0``, consistent groups, no
-            anchor with a pair but no negative, no run without a pair). They read tensor data on
-            the host (a synchronisation for device tensors); with ``False`` the forward pass
-            reads nothing (the pair count ``P`` aside) and an invalid input gives NaN or inf.
+            anchor with a pair but no negative, no run without a pair, sorted, unique ``anchors``
+            in range). They read tensor data on the host (a synchronisation for device tensors);
+            with ``False`` the forward pass reads nothing (the pair count ``P`` aside) and an
+            invalid input gives NaN or inf.
 
     Returns:
         Reductions ``"mean"``, ``"sum"``, ``"anchor_mean"``: a scalar for a 2-D ``z``, ``(R,)``
-        for a 3-D ``z``. ``"none"``: ``(P,)`` per-pair values (all runs, in pair order).
+        for a 3-D ``z``. ``"none"``: ``(P,)`` per-pair values (all runs, in pair order; with
+        ``anchors``, the values of the selected anchors' pairs only).
 
     Shape:
-        ``z`` ``(B, d)`` or ``(R, B, d)``; ``labels`` ``(B,)`` or ``(R, B)`` -> ``()`` or ``(R,)``
-        (``(P,)`` with ``reduction="none"``).
+        ``z`` ``(B, d)`` or ``(R, B, d)``; ``labels`` ``(B,)`` or ``(R, B)``; ``anchors`` ``(b,)``
+        -> ``()`` or ``(R,)`` (``(P,)`` with ``reduction="none"``).
 
     Raises:
         ValueError: an invalid option (named), a shape mismatch, an empty batch, labels out of
             range, no (anchor, positive) pair, an anchor with a pair but an empty negative set
-            (naming the run and the anchor), or ``z`` non-finite or too large for its dtype.
+            (naming the run and the anchor), ``z`` non-finite or too large for its dtype, or
+            invalid ``anchors`` (not integers, not 1-D, empty, unsorted, repeated, out of range,
+            or given with a 3-D ``z``).
     """
     opts = _options(
         setting=setting,
@@ -139,7 +160,7 @@ def contrastive_loss(
         num_classes=num_classes,
         check_inputs=check_inputs,
     )
-    return _loss(opts, z, labels, beta, positive_groups=positive_groups, generator=generator)
+    return _loss(opts, z, labels, beta, positive_groups=positive_groups, generator=generator, anchors=anchors)
 
 
 def _run_ids(x: Any, name: str, R: int, B: int, single: bool, device: torch.device) -> torch.Tensor:
@@ -186,6 +207,7 @@ def _loss(
     *,
     positive_groups: Any = None,
     generator: Generators = None,
+    anchors: Any = None,
 ) -> torch.Tensor:
     """The loss for validated options; every call path (functions, modules) goes through here."""
     zt = as_float_tensor(z, "z")
@@ -196,6 +218,12 @@ def _loss(
     R, B, _ = z3.shape
     if B == 0 or R == 0:
         raise ValueError(f"z must hold at least one embedding per run (B >= 1), got shape {tuple(zt.shape)}")
+    if anchors is not None and not single:
+        raise ValueError(
+            "anchors are supported for a 2-D z (one reference batch) only, got a 3-D z of "
+            f"{R} stacked runs; call each run separately"
+        )
+    index = None if anchors is None else _anchor_index(anchors, B, z3.device, check_values=opts.check_inputs)
     beta_f = _scalar_beta(beta)
     beta_t = None if beta_f is not None else _beta_rows(beta, R, B, single, z3, opts.check_inputs)
     lab = _run_ids(labels, "labels", R, B, single, z3.device)
@@ -246,8 +274,48 @@ def _loss(
                     "self_positive=False); its loss is undefined: leave the run out of the stack"
                 )
     red = _reduction(opts.reduction, rows, npos, R, B, z3.dtype)
-    out = _per_pair(opts, z3, rows, pair_flat, blocked, n_allowed, beta_f, beta_t, npos, generator, red)
+    if index is None:
+        out = _per_pair(opts, z3, rows, pair_flat, blocked, n_allowed, beta_f, beta_t, npos, generator, red)
+    else:
+        sel, rows, pair_flat, blocked, red = _select(index, B, rows, cols, blocked, red)
+        n_allowed = n_allowed.index_select(0, index)
+        beta_t = None if beta_t is None else beta_t.index_select(0, index)
+        out = _per_pair(
+            opts, z3, rows, pair_flat, blocked, n_allowed, beta_f, beta_t, npos, generator, red, sel
+        )
     return out[0] if single and red is not None else out
+
+
+def _select(
+    anchors: torch.Tensor,
+    B: int,
+    rows: torch.Tensor,
+    cols: torch.Tensor,
+    blocked: torch.Tensor | None,
+    red: _Reduction | None,
+) -> tuple[_Selection, torch.Tensor, torch.Tensor, torch.Tensor | None, _Reduction | None]:
+    """The pairs, excluded negatives and reduction weights of ``anchors`` in their ``(b, B)`` rows.
+
+    From those of the whole batch (``R = 1``): the selected anchors' pairs keep their pair order
+    and their weights (normalised over the whole batch); rows are renumbered ``0..b-1``.
+    Returns ``(selection, rows, pair_flat, blocked, red)``.
+    """
+    local = torch.full((B,), -1, dtype=torch.long, device=anchors.device)
+    local[anchors] = torch.arange(anchors.shape[0], device=anchors.device)
+    row_local = local.index_select(0, rows)
+    pairs = torch.nonzero(row_local >= 0).squeeze(1)  # the selected anchors' pairs, in pair order
+    sel_rows = row_local.index_select(0, pairs)
+    sel_flat = sel_rows * B + cols.index_select(0, pairs)
+    sel_blocked = None
+    if blocked is not None:
+        blocked_row = local.index_select(0, torch.div(blocked, B, rounding_mode="floor"))
+        kept = torch.nonzero(blocked_row >= 0).squeeze(1)
+        sel_blocked = blocked_row.index_select(0, kept) * B + blocked.index_select(0, kept) % B
+    sel_red = None
+    if red is not None:
+        sel_red = _Reduction(red.run.index_select(0, pairs), red.weight.index_select(0, pairs), red.num_runs)
+    selection = _Selection(anchors, pairs, rows.shape[0])
+    return selection, sel_rows, sel_flat, sel_blocked, sel_red
 
 
 def _check_negatives(
@@ -275,7 +343,9 @@ def two_view_contrastive_loss(z1: Any, z2: Any, labels: Any, **kwargs: Any) -> t
 
     The embeddings ``cat(z1, z2)`` (along the batch axis) with labels ``cat(labels, labels)`` go
     through :func:`contrastive_loss`; each view's other view is then one of its positives
-    (SupCon-style), and the pair order is that of the concatenated batch.
+    (SupCon-style), and the pair order is that of the concatenated batch. ``anchors`` (in
+    ``kwargs``) index the ``2B`` rows of ``cat(z1, z2)`` (row ``i < B`` is ``z1[i]``, row
+    ``B + i`` is ``z2[i]``).
 
     Args:
         z1: first views ``(B, d)`` or ``(R, B, d)``.

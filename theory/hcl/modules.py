@@ -8,6 +8,7 @@ batch, and ``repr`` shows the configuration::
     loss_fn = HSCL(beta=5.0)                       # supervised, hard negatives, the authors' defaults
     loss = loss_fn(z, labels)                      # z (B, d) -> scalar
     per_run = HUCL(beta=2.0)(z_runs, labels_runs)  # z (R, B, d) -> (R,)
+    part = loss_fn(z, labels, anchors)             # the terms of the rows `anchors` (a reference batch)
 
 The forward pass is :func:`theory.hcl.contrastive_loss` with the stored options (one code path).
 The method table (setting, whether ``beta > 0`` is required) is
@@ -132,6 +133,7 @@ class HardContrastiveLoss(nn.Module):
         self,
         z: torch.Tensor,
         labels: torch.Tensor,
+        anchors: torch.Tensor | None = None,
         *,
         positive_groups: torch.Tensor | None = None,
         generator: Generators = None,
@@ -141,14 +143,26 @@ class HardContrastiveLoss(nn.Module):
         Args:
             z: embeddings ``(B, d)`` or ``(R, B, d)``.
             labels: ``(B,)`` integer labels (``(R, B)`` or shared ``(B,)`` for a 3-D ``z``).
+            anchors: optional ``(b,)`` sorted, unique rows of a 2-D ``z``: only their terms,
+                against the whole batch, normalised as the whole batch's loss
+                (docs/hcl.md#reference-batches-anchors).
             positive_groups: optional ids defining positives instead of ``labels``
                 (docs/hcl.md#instance-positives-and-two-views).
             generator: the sampled estimator's ``torch.Generator`` (or one per run).
 
         Returns:
-            The reduced loss: ``()`` or ``(R,)``; ``(P,)`` for ``reduction="none"``.
+            The reduced loss: ``()`` or ``(R,)``; ``(P,)`` for ``reduction="none"`` (the
+            selected anchors' pairs with ``anchors``).
         """
-        return _loss(self.options, z, labels, self.beta, positive_groups=positive_groups, generator=generator)
+        return _loss(
+            self.options,
+            z,
+            labels,
+            self.beta,
+            positive_groups=positive_groups,
+            generator=generator,
+            anchors=anchors,
+        )
 
     def extra_repr(self) -> str:
         """The configuration shown by ``repr`` (defaults of the flags omitted)."""
