@@ -27,6 +27,7 @@ float64).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,6 +40,10 @@ from theory.weince.config import DEFAULT_GATE, GateConfig
 from theory.weince.tailfit import _tail_fits, _tail_fits_torch, _tail_size, rho0_index
 
 __all__ = ["GateStats", "weince_gate"]
+
+#: Maps the float64 ``rho`` ``(b,)`` of the anchors a call computes to the float64 ``rho`` of every
+#: anchor of the batch (the pool of the pivot ``rho0``), for a call on a subset of the anchors.
+RhoPool = Callable[[torch.Tensor], torch.Tensor]
 
 
 @dataclass
@@ -81,11 +86,13 @@ def _finish_np(
     like: torch.Tensor,
     k_tail: int | torch.Tensor,
     n_eff: int | torch.Tensor,
+    pool: RhoPool | None = None,
 ) -> GateStats:
     """Cap proximity, pivot and lambda (steps 3, 7, 8) from descending tails ``T`` and ``dAIC``.
 
     float64 numpy, written into one buffer that becomes one tensor like ``like`` (the per-call
     cost of the CPU fast path is mostly numpy's per-call overhead, so the steps use ``out=``).
+    ``pool``: the pivot is taken over ``pool(rho)`` (every anchor of the batch) instead of ``rho``.
     """
     A = T.shape[0]
     buf = np.empty(5 * A + 1)
@@ -93,9 +100,11 @@ def _finish_np(
     np.subtract(1.0, T[:, 0], out=rho)
     np.maximum(rho, gate.eps, out=rho)
     dA[:] = dAIC
+    every = rho if pool is None else pool(torch.from_numpy(rho.copy())).to("cpu", torch.float64).numpy()
+    n = every.shape[0]
     # too few tail points everywhere (N = 2): the authors' fallback, the lower median (torch.median)
-    j = (A - 1) // 2 if fallback else round(gate.q * (A - 1))  # rho0_index, validated in GateConfig
-    rho0 = max(float(np.partition(rho, j)[j]), gate.eps)
+    j = (n - 1) // 2 if fallback else round(gate.q * (n - 1))  # rho0_index, validated in GateConfig
+    rho0 = max(float(np.partition(every, j)[j]), gate.eps)
     buf[-1] = rho0
     np.log(rho, out=lam_rho)
     np.subtract(math.log(rho0), lam_rho, out=lam_rho)
@@ -122,10 +131,12 @@ def _finish_torch(
     dtype: torch.dtype,
     k_tail: int | torch.Tensor,
     n_eff: int | torch.Tensor,
+    pool: RhoPool | None = None,
 ) -> GateStats:
     """:func:`_finish_np` in torch on ``rho``'s device (float64 in, ``dtype`` out), no sync."""
-    A = rho.shape[0]
-    srt = torch.sort(rho).values
+    every = rho if pool is None else pool(rho)
+    A = every.shape[0]
+    srt = torch.sort(every).values
     rho0 = torch.clamp(srt[(A - 1) // 2] if fallback else srt[rho0_index(A, gate.q)], min=gate.eps)
     lam_rho = torch.sigmoid(gate.kappa_rho * (torch.log(rho0) - torch.log(torch.clamp(rho, min=gate.eps))))
     if gate.kappa_aic == 0.0:
@@ -160,24 +171,30 @@ def _sort_rows_np(neg: torch.Tensor) -> np.ndarray:
     return np.sort(neg.numpy(), axis=1)
 
 
-def _gate_sorted_np(srt: np.ndarray, gate: GateConfig, like: torch.Tensor) -> GateStats:
+def _gate_sorted_np(
+    srt: np.ndarray, gate: GateConfig, like: torch.Tensor, pool: RhoPool | None = None
+) -> GateStats:
     """Gate from rows sorted in ascending order (CPU fast path); tensors like ``like``."""
     K = srt.shape[1]
     k = _tail_size(K, gate.tail_frac, gate.min_tail)
     T = srt[:, K - k :][:, ::-1]  # (A, k) descending: a view, the fits read it in float64
     fits = _tail_fits(T, gate.eps)
-    return _finish_np(T, fits.dAIC, fits.n_eff < 2, gate, like, k, fits.n_eff)
+    return _finish_np(T, fits.dAIC, fits.n_eff < 2, gate, like, k, fits.n_eff, pool)
 
 
-def _gate(neg: torch.Tensor, gate: GateConfig) -> GateStats:
-    """Gate of the two-view loss on detached float32/float64 negatives ``(A, K)`` (no validation)."""
+def _gate(neg: torch.Tensor, gate: GateConfig, pool: RhoPool | None = None) -> GateStats:
+    """Gate of the two-view loss on detached float32/float64 negatives ``(A, K)`` (no validation).
+
+    ``pool``: the rows are some of the batch's anchors, and ``pool(rho)`` returns the float64
+    ``rho`` of all of them, over which the pivot ``rho0`` is taken (default: these rows are all).
+    """
     if _np_ok(neg):
-        return _gate_sorted_np(_sort_rows_np(neg), gate, neg)
+        return _gate_sorted_np(_sort_rows_np(neg), gate, neg, pool)
     k = _tail_size(neg.shape[1], gate.tail_frac, gate.min_tail)
     T64 = torch.topk(neg, k, dim=1, largest=True, sorted=True).values.double()
     dAIC, n_eff = _tail_fits_torch(T64, gate.eps)
     rho = torch.clamp(torch.rsub(T64[:, 0], 1.0), min=gate.eps)
-    return _finish_torch(rho, dAIC, n_eff < 2, gate, neg.dtype, k, n_eff)
+    return _finish_torch(rho, dAIC, n_eff < 2, gate, neg.dtype, k, n_eff, pool)
 
 
 def weince_gate(neg: torch.Tensor, *, gate: GateConfig = DEFAULT_GATE) -> GateStats:

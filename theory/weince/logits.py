@@ -77,6 +77,9 @@ def _cap(eps: float, dtype: torch.dtype) -> float:
 class _TLambdaCE(torch.autograd.Function):
     """Fused ``mean_i CE(T_lambda(cand_i), 0)`` with the closed-form backward (lambda fixed).
 
+    ``total``: divide the sum over the rows by ``total`` instead of taking their mean (the rows
+    of a subset of the anchors of a batch of ``total`` anchors; docs/hcl.md#reference-batches-anchors).
+
     Forward: ``u = 1 - min(cand, 1 - eps)``, ``logits = lerp(cand / tau, -log u, lam)``, then
     ``log_softmax`` and the target 0. Backward, from the saved ``u``:
     ``grad = (softmax - onehot_0) * ((1 - lam)/tau + lam / u [cand <= 1 - eps]) * g / A``.
@@ -87,7 +90,13 @@ class _TLambdaCE(torch.autograd.Function):
 
     @staticmethod
     def forward(
-        ctx: Any, cand: torch.Tensor, lam: torch.Tensor, tau: float, eps: float, clamped: bool | None
+        ctx: Any,
+        cand: torch.Tensor,
+        lam: torch.Tensor,
+        tau: float,
+        eps: float,
+        clamped: bool | None,
+        total: int | None = None,
     ) -> torch.Tensor:
         lam_c = lam[:, None]
         logits = cand / tau  # the very op info_nce uses -> identical bits when lam == 0
@@ -108,8 +117,12 @@ class _TLambdaCE(torch.autograd.Function):
         logits.lerp_(W, lam_c)
         logp = torch.log_softmax(logits, dim=1)
         target = torch.zeros(cand.shape[0], dtype=torch.long, device=cand.device)
-        loss = F.nll_loss(logp, target)
+        if total is None:
+            loss = F.nll_loss(logp, target)
+        else:
+            loss = F.nll_loss(logp, target, reduction="sum") / total
         ctx.save_for_backward(cand, lam, logp, u)
+        ctx.total = cand.shape[0] if total is None else total
         ctx.tau = tau
         ctx.cap = _cap(eps, cand.dtype)
         ctx.clamped = clamped
@@ -117,9 +130,9 @@ class _TLambdaCE(torch.autograd.Function):
 
     @staticmethod
     @once_differentiable
-    def backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor, None, None, None, None]:
+    def backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor, None, None, None, None, None]:
         cand, lam, logp, u = ctx.saved_tensors
-        scale = g / cand.shape[0]
+        scale = g / ctx.total
         lam_c = lam[:, None]
         alpha = (1 - lam_c) * (scale / ctx.tau)
         # d loss / d logits = (softmax - onehot_0) * g / A;  d logits / d s = (1 - lam)/tau + lam / u
@@ -133,4 +146,4 @@ class _TLambdaCE(torch.autograd.Function):
         if ctx.clamped is None or ctx.clamped:  # the clamp's branch has zero slope above 1 - eps
             D = torch.where(cand > ctx.cap, alpha, D)
         P.mul_(D)
-        return P, None, None, None, None
+        return P, None, None, None, None, None

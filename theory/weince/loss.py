@@ -36,27 +36,32 @@ device (no ``.item()``, ``.cpu()``, ``.numpy()`` or Python conversion of a tenso
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal, overload
+from typing import Any, Literal, overload
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from theory.infonce import two_view_candidates
+from theory.infonce import _anchor_index, _candidate_rows, _two_view_embeddings, two_view_candidates
 from theory.options import RECIPES, WEINCE_TAU
 from theory.validation import as_float_tensor, one_of, real
 from theory.weince._fast import _np_ok
 from theory.weince._inputs import check_rows, reject_meta
 from theory.weince.config import DEFAULT_GATE, DEFAULT_RELEASED, GateConfig, ReleasedConfig
-from theory.weince.gate import GateStats, _gate, _gate_sorted_np, _label_gate, _sort_rows_np
+from theory.weince.gate import GateStats, RhoPool, _gate, _gate_sorted_np, _label_gate, _sort_rows_np
 from theory.weince.logits import _cap, _TLambdaCE, tlambda_logits
 from theory.weince.recipe import WeibullBetaState
 
 __all__ = ["WeiNCEDiagnostics", "weince_loss", "weince_label_loss", "WeiNCELoss"]
 
 Recipe = Literal["core", "released"]
+
+#: ``gather(t)``: the concatenation (along dim 0, in rank order) of every process's per-anchor
+#: tensor ``t``, e.g. ``realdata.training.distributed.World.gather_nograd`` (no autograd).
+Gather = Callable[[torch.Tensor], torch.Tensor]
 
 
 @dataclass
@@ -201,11 +206,22 @@ def _two_view(
     gate: GateConfig,
     state: WeibullBetaState | None,
     check_inputs: bool,
+    anchors: Any = None,
+    gather: Gather | None = None,
 ) -> tuple[torch.Tensor, WeiNCEDiagnostics]:
     """The two-view loss on validated settings (``state`` given iff the released recipe)."""
     _check_views(z1, z2)
     if check_inputs:
         reject_meta(z1=z1, z2=z2)
+    if anchors is not None:
+        if state is not None:
+            raise ValueError(
+                "anchors are not supported by recipe='released' (its batch-beta EMA is a statistic "
+                "of every anchor's negatives); compute the released loss of the whole batch"
+            )
+        return _two_view_anchors(z1, z2, tau, gate, check_inputs, anchors, gather)
+    if gather is not None:
+        raise ValueError("gather is only used with anchors (the rho of the other processes' anchors)")
     S, cand = two_view_candidates(z1, z2, check_inputs=False)  # checked below, naming the view
     if check_inputs:
         check_rows(S, [("z1", z1), ("z2", z2)], normalized=True)
@@ -223,6 +239,72 @@ def _two_view(
         beta_t = state.update(neg, gate.eps) if srt is None else state._update_sorted(srt, gate.eps)
         loss = loss + _aux_terms(cand, tau, state.config, gate.eps, beta_t, srt)
     return loss, _diagnostics(stats, beta_t)
+
+
+def _two_view_anchors(
+    z1: torch.Tensor,
+    z2: torch.Tensor,
+    tau: float,
+    gate: GateConfig,
+    check_inputs: bool,
+    anchors: Any,
+    gather: Gather | None,
+) -> tuple[torch.Tensor, WeiNCEDiagnostics]:
+    """The core loss's terms of ``anchors`` (docs/hcl.md#reference-batches-anchors), over ``2N``.
+
+    The rows ``(b, 2N)`` of the anchors only; their gate as in the whole batch, with the pivot
+    ``rho0`` taken over the ``rho`` of all ``2N`` anchors (:func:`_rho_pool`).
+    """
+    z = _two_view_embeddings(z1, z2, True, False, 1.0)
+    A = z.shape[0]
+    if check_inputs:
+        # check_rows reads the self-similarities S_ii off the diagonal of its first argument: a
+        # broadcast column carries them for every row without forming the (A, A) matrix
+        self_sim = (z.detach() * z.detach()).sum(dim=1)
+        check_rows(self_sim[:, None].expand(A, A), [("z1", z1), ("z2", z2)], normalized=True)
+    index = _anchor_index(anchors, A, z.device, check_values=check_inputs)
+    _, cand = _candidate_rows(z, index)
+    neg = cand.detach()[:, 1:]
+    pool = _rho_pool(z, gather, gate.eps)
+    srt = _sort_rows_np(neg) if _np_ok(neg) else None
+    with torch.no_grad():
+        stats = _gate(neg, gate, pool) if srt is None else _gate_sorted_np(srt, gate, neg, pool)
+    clamped = None
+    if srt is not None:
+        cap = _cap(gate.eps, cand.dtype)
+        clamped = bool(srt[:, -1].max() > cap or cand.detach().numpy()[:, 0].max() > cap)
+    loss = _TLambdaCE.apply(cand, stats.lam, tau, gate.eps, clamped, A)
+    return loss, _diagnostics(stats, None)
+
+
+def _rho_pool(z: torch.Tensor, gather: Gather | None, eps: float) -> RhoPool:
+    """The ``rho`` of all ``2N`` anchors of the normalised ``z = cat(z1, z2)``, for the pivot.
+
+    With ``gather``: ``gather(rho of the selected anchors)`` (every process's, concatenated; the
+    pivot is an order statistic, so the order does not matter). Without: computed here from the
+    hardest negative of every row of ``z z^T`` (no gradient; one ``(2N, 2N)`` product), with the
+    gate's own rule ``rho_i = max(1 - max_neg S[i], eps)`` in float64.
+    """
+    A = z.shape[0]
+
+    def pool(rho: torch.Tensor) -> torch.Tensor:
+        if gather is not None:
+            every = gather(rho)
+            if not isinstance(every, torch.Tensor) or tuple(every.shape) != (A,):
+                raise ValueError(
+                    f"gather must return the rho of all 2N = {A} anchors (a ({A},) tensor: every "
+                    f"process's anchors, concatenated), got {getattr(every, 'shape', type(every).__name__)!r}"
+                )
+            return every.to(device=rho.device, dtype=torch.float64)
+        with torch.no_grad():
+            zd = z.detach()
+            S = zd @ zd.T
+            i = torch.arange(A, device=z.device)
+            S[i, i] = float("-inf")  # the anchor itself
+            S[i, (i + A // 2) % A] = float("-inf")  # its positive
+            return torch.clamp(torch.rsub(S.amax(dim=1).double(), 1.0), min=eps).to(rho.device)
+
+    return pool
 
 
 def _settings(tau: float, gate: GateConfig, recipe: str) -> float:
@@ -244,6 +326,8 @@ def weince_loss(
     state: WeibullBetaState | None = ...,
     check_inputs: bool = ...,
     return_diagnostics: Literal[False] = ...,
+    anchors: Any = ...,
+    gather: Gather | None = ...,
 ) -> torch.Tensor: ...
 
 
@@ -258,6 +342,8 @@ def weince_loss(
     state: WeibullBetaState | None = ...,
     check_inputs: bool = ...,
     return_diagnostics: Literal[True],
+    anchors: Any = ...,
+    gather: Gather | None = ...,
 ) -> tuple[torch.Tensor, WeiNCEDiagnostics]: ...
 
 
@@ -272,6 +358,8 @@ def weince_loss(
     state: WeibullBetaState | None = ...,
     check_inputs: bool = ...,
     return_diagnostics: bool,
+    anchors: Any = ...,
+    gather: Gather | None = ...,
 ) -> torch.Tensor | tuple[torch.Tensor, WeiNCEDiagnostics]: ...
 
 
@@ -285,6 +373,8 @@ def weince_loss(
     state: WeibullBetaState | None = None,
     check_inputs: bool = True,
     return_diagnostics: bool = False,
+    anchors: Any = None,
+    gather: Gather | None = None,
 ) -> torch.Tensor | tuple[torch.Tensor, WeiNCEDiagnostics]:
     """Two-view WeiNCE loss, the authors' ``tlambda_select`` (arXiv 2606.00262).
 
@@ -295,6 +385,17 @@ def weince_loss(
     ``0.5 CE_Weibit-top-50(beta_t) + 0.5 CE_PL-top-50`` with the EMA ``beta_t`` kept in ``state``
     (``docs/weince.md#core-and-released-recipes``). ``lam = 0`` (``GateConfig(margin=inf)``)
     reproduces :func:`theory.infonce.info_nce` bit for bit. :class:`WeiNCELoss` is the module form.
+
+    With ``anchors`` (core recipe; docs/hcl.md#reference-batches-anchors) only the terms of those
+    anchors of ``cat(z1, z2)`` are computed, each against every candidate of the whole batch, and
+    their sum is divided by the ``2N`` of the whole batch; their gate is that of the whole batch:
+    ``k_tail`` and the tail fits use all ``2N - 2`` negatives of the anchor, and the pivot
+    ``rho0`` is the quantile of ``rho`` over **all** ``2N`` anchors (the ``n_eff < 2`` lower-median
+    rule included). ``rho`` of the other anchors comes from ``gather`` (a process of a multi-GPU
+    run: every process's ``rho``, concatenated), or, without ``gather``, is computed here from the
+    hardest negative of every anchor (one no-grad ``(2N, 2N)`` product). Either way the values
+    over a partition of the ``2N`` anchors add up to the loss of the whole batch (values and
+    gradients, to round-off).
 
     Args:
         z1: ``(N, d)`` first views, ``N >= 2`` (cosine similarities are used, so they need not be
@@ -308,24 +409,35 @@ def weince_loss(
         check_inputs: run the fused finiteness check (one host synchronisation); with False the
             call never waits for the device.
         return_diagnostics: also return the :class:`WeiNCEDiagnostics`.
+        anchors: optional sorted, unique indices ``(b,)`` into the ``2N`` anchors of
+            ``cat(z1, z2)`` (row ``i < N`` is ``z1[i]``, row ``N + i`` is ``z2[i]``); core recipe
+            only. Its values are checked with ``check_inputs``.
+        gather: with ``anchors``: ``gather(t)`` returns the concatenation of every process's
+            per-anchor tensor ``t`` (in any fixed order; ``World.gather_nograd`` of a multi-GPU
+            run), applied to the float64 ``rho`` of the selected anchors; it must return all
+            ``2N``. ``None``: computed here (exact, see above).
 
     Returns:
-        The scalar loss, or ``(loss, diagnostics)``.
+        The scalar loss (with ``anchors``, the selected anchors' part of it), or
+        ``(loss, diagnostics)``.
 
     Shape:
-        ``z1``, ``z2`` ``(N, d)`` -> scalar; diagnostics ``(2N,)`` per anchor.
+        ``z1``, ``z2`` ``(N, d)`` -> scalar; diagnostics ``(2N,)`` per anchor (``(b,)``, the
+        selected anchors', with ``anchors``).
 
     Raises:
         ValueError: not 2-D tensors, shape mismatch, ``N < 2``, NaN / inf / an overflowing row
             norm in ``z1`` or ``z2`` (naming it), bad ``tau``, a ``gate`` that is not a
-            :class:`GateConfig`, an unknown recipe, or a ``state`` that does not match the recipe.
+            :class:`GateConfig`, an unknown recipe, a ``state`` that does not match the recipe,
+            invalid ``anchors`` (or ``anchors`` with ``recipe="released"``), ``gather`` without
+            ``anchors``, or a ``gather`` that does not return ``2N`` values.
     """
     tau = _settings(tau, gate, recipe)
     if recipe == "released" and not isinstance(state, WeibullBetaState):
         raise ValueError(f"recipe='released' needs state=WeibullBetaState(), got state={state!r}")
     if recipe == "core" and state is not None:
         raise ValueError("state is only used by recipe='released'; got a state with recipe='core'")
-    loss, diag = _two_view(z1, z2, tau, gate, state, check_inputs)
+    loss, diag = _two_view(z1, z2, tau, gate, state, check_inputs, anchors, gather)
     return (loss, diag) if return_diagnostics else loss
 
 
@@ -397,18 +509,32 @@ class WeiNCELoss(nn.Module):
         )
         self.last_diagnostics: WeiNCEDiagnostics | None = None
 
-    def forward(self, z1: torch.Tensor, z2: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self,
+        z1: torch.Tensor,
+        z2: torch.Tensor,
+        anchors: Any = None,
+        gather: Gather | None = None,
+    ) -> torch.Tensor:
         """The loss of one batch of pairs; the gate statistics go to :attr:`last_diagnostics`.
 
         Args:
             z1: ``(N, d)`` first views.
             z2: ``(N, d)`` second views.
+            anchors: optional sorted, unique indices ``(b,)`` into the ``2N`` anchors: only
+                their part of the loss (core recipe; see :func:`weince_loss`).
+            gather: with ``anchors``, the concatenation of every process's per-anchor ``rho``
+                (see :func:`weince_loss`); ``None`` computes it here.
 
         Returns:
             The scalar loss (float32 for half and float32 inputs, float64 for float64).
+
+        Raises:
+            ValueError: bad inputs, ``anchors`` with ``recipe="released"``, or ``gather``
+                without ``anchors``.
         """
         loss, self.last_diagnostics = _two_view(
-            z1, z2, self.tau, self.gate, self.beta_state, self.check_inputs
+            z1, z2, self.tau, self.gate, self.beta_state, self.check_inputs, anchors, gather
         )
         return loss
 
