@@ -5,7 +5,8 @@ arise) maps a fixed global batch to embeddings; one process computes the loss of
 batch with the objective of :mod:`realdata.training.objective` (which calls ``theory`` directly); two spawned
 gloo processes each take half the batch, wrap the encoder in DDP and compute the objective over the
 gathered global batch. Their reported loss and DDP-averaged gradients must equal the single
-process's. Also: the local kernels against ``theory`` in one process (fast, no spawn).
+process's. Also, in one process (fast, no spawn): the rule the local mode relies on, that the
+theory losses' parts over this rank's ``anchors`` add up over the ranks to the loss of the batch.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import torch
 import torch.multiprocessing as mp
 
 from realdata.training.distributed import World
-from realdata.training.objective import LossSpec, build_loss, hcl_partial_loss, two_view_partial_loss
+from realdata.training.objective import LossSpec, build_loss
 
 CASES = {
     "hscl_expectation": LossSpec("HSCL", beta=5.0, tau=1.0, estimator="expectation"),
@@ -135,66 +136,91 @@ def test_sampled_draws_differ_between_steps(ddp_results):
     assert l1 != l2  # the shared generator advances: two steps draw different negatives
 
 
+def _rank_anchors(rank: int, world_size: int, two_views: bool) -> torch.Tensor:
+    """The anchors of ``rank`` in the gathered batch, as the objective's local mode chooses them."""
+    n = B // world_size
+    mine = torch.arange(rank * n, (rank + 1) * n)
+    return torch.cat([mine, mine + B]) if two_views else mine
+
+
+@pytest.mark.parametrize("world_size", [2, 3])
+@pytest.mark.parametrize("two_views", [False, True])
 @pytest.mark.parametrize("setting", ["supervised", "unsupervised"])
 @pytest.mark.parametrize("estimator", ["expectation", "sampled"])
-def test_hcl_parts_add_up_to_theory(setting, estimator):
+def test_hcl_rank_parts_add_up_to_theory(world_size, two_views, setting, estimator):
+    """contrastive_loss with each rank's anchors, summed over the ranks, is the loss of the batch."""
     from theory.hcl import contrastive_loss
 
-    x1, _, y = _data()
-    z = _embed(_encoder(), x1).detach()
-    full = contrastive_loss(
-        z,
-        y,
-        setting=setting,
-        beta=3.0,
-        estimator=estimator,
-        num_negatives=12,
-        generator=torch.Generator().manual_seed(5),
-    )
-    parts = []
-    for lo, hi in ((0, 10), (10, 24)):
-        g = torch.Generator().manual_seed(5)
-        parts.append(
-            hcl_partial_loss(
-                z,
-                y,
-                torch.arange(lo, hi),
-                setting=setting,
-                beta=3.0,
-                tau=1.0,
-                estimator=estimator,
-                num_negatives=12,
-                generator=g,
-            )
+    x1, x2, y = _data()
+    enc = _encoder()
+    z = _embed(enc, x1).detach()
+    labels, groups = y, None
+    if two_views:
+        z = torch.cat([z, _embed(enc, x2).detach()])
+        labels = torch.cat([y, y])
+        groups = torch.arange(B).repeat(2) if setting == "unsupervised" else None
+    kw = dict(setting=setting, beta=3.0, estimator=estimator, num_negatives=12, positive_groups=groups)
+    z_full = z.clone().requires_grad_(True)
+    full = contrastive_loss(z_full, labels, generator=torch.Generator().manual_seed(5), **kw)
+    full.backward()
+    z_parts = z.clone().requires_grad_(True)
+    parts = [
+        contrastive_loss(
+            z_parts,
+            labels,
+            anchors=_rank_anchors(r, world_size, two_views),
+            generator=torch.Generator().manual_seed(5),  # the shared generator: same state on every rank
+            **kw,
         )
-    assert float(sum(parts)) == pytest.approx(float(full), rel=1e-12)
+        for r in range(world_size)
+    ]
+    total = sum(parts)
+    total.backward()
+    assert float(total.detach()) == pytest.approx(float(full.detach()), rel=1e-12)
+    torch.testing.assert_close(z_parts.grad, z_full.grad, rtol=1e-10, atol=1e-13)
 
 
-def test_two_view_parts_add_up_to_theory():
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_two_view_rank_parts_add_up_to_theory(world_size):
+    """info_nce / weince_loss with each rank's anchors (and WeiNCE's gathered rho) sum to the loss."""
     from theory.infonce import info_nce
     from theory.weince import weince_loss
 
     x1, x2, _ = _data()
     enc = _encoder()
     z1, z2 = enc(x1).detach(), enc(x2).detach()
-    for weince, ref in ((False, info_nce(z1, z2, tau=0.5)), (True, weince_loss(z1, z2, tau=0.5))):
-        # one process: the part over all anchors is the loss
-        part, _ = two_view_partial_loss(z1, z2, 0, B, tau=0.5, weince=weince)
-        assert float(part) == pytest.approx(float(ref), rel=1e-12)
+    ranks = [_rank_anchors(r, world_size, True) for r in range(world_size)]
+    # what World.gather_nograd returns: every rank's rho of its anchors, concatenated in rank order
+    rho = [weince_loss(z1, z2, tau=0.5, anchors=a, return_diagnostics=True)[1].rho.double() for a in ranks]
+
+    def gather(r: int):
+        def fn(mine: torch.Tensor) -> torch.Tensor:
+            torch.testing.assert_close(mine, rho[r])
+            return torch.cat(rho)
+
+        return fn
+
+    for name, full, part in (
+        ("InfoNCE", info_nce(z1, z2, tau=0.5), lambda r: info_nce(z1, z2, tau=0.5, anchors=ranks[r])),
+        (
+            "WeiNCE",
+            weince_loss(z1, z2, tau=0.5),
+            lambda r: weince_loss(z1, z2, tau=0.5, anchors=ranks[r], gather=gather(r)),
+        ),
+    ):
+        total = sum(part(r) for r in range(world_size))
+        assert float(total) == pytest.approx(float(full), rel=1e-12), name
 
 
 def test_supervised_single_class_part_raises():
+    """A rank whose anchors are fine still raises when the gathered batch has a single class (as
+    every rank then does: no rank is left waiting in a collective)."""
+    from theory.hcl import contrastive_loss
+
     z = torch.randn(6, 3, dtype=torch.float64)
     with pytest.raises(ValueError, match="empty negative set"):
-        hcl_partial_loss(
-            z,
-            torch.zeros(6, dtype=torch.long),
-            torch.arange(3),
-            setting="supervised",
-            beta=1.0,
-            tau=1.0,
-            estimator="expectation",
-            num_negatives=4,
+        contrastive_loss(
+            z, torch.zeros(6, dtype=torch.long), setting="supervised", beta=1.0, anchors=torch.arange(3)
         )
 
 
