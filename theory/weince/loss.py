@@ -26,6 +26,7 @@ API::
     criterion = WeiNCELoss(tau=0.5, gate=GateConfig(margin=6.0), recipe="released").to(device)
     loss = criterion(z1, z2)                                    # always a tensor
     criterion.last_diagnostics                                  # WeiNCEDiagnostics, detached
+    part = weince_loss(z1, z2, anchors=mine, gather=all_gather)  # a process's anchors (multi-GPU)
 
 Implementation notes (speed): the T_lambda logits + cross-entropy are fused in one autograd
 function (:mod:`theory.weince.logits`) with the closed-form backward; no ``(A, A, d)`` tensor is
