@@ -189,23 +189,24 @@ class Objective(nn.Module):
         if spec.views == "simclr" and z2 is None:
             raise ValueError("z2 is required with two views (views='simclr')")
         if not world.distributed:
-            out = self._theory(z1, z2, labels, generator)
-            return StepLoss(out.loss, out.loss.detach().to(torch.float64), out.gate, out.extra)
+            loss, gate, extra = self._theory(z1, z2, labels, generator)
+            return StepLoss(loss, loss.detach().to(torch.float64), gate, extra)
         n = z1.shape[0]
         lo, hi = world.rank * n, (world.rank + 1) * n
         g1 = world.gather(z1)
         g2 = world.gather(z2) if z2 is not None else None
         yg = world.gather_nograd(labels)
         if self.mode == "replicated":
-            out = self._theory(g1, g2, yg, generator)
-            gate = _slice_gate(out.gate, lo, hi, g1.shape[0])
-            return StepLoss(out.loss, out.loss.detach().to(torch.float64), gate, out.extra)
+            loss, gate, extra = self._theory(g1, g2, yg, generator)
+            return StepLoss(
+                loss, loss.detach().to(torch.float64), _slice_gate(gate, lo, hi, g1.shape[0]), extra
+            )
         mine = torch.arange(lo, hi, device=g1.device)
         if g2 is not None:  # the same rows of the second view, rows N + lo .. N + hi - 1 of cat(z1, z2)
             mine = torch.cat([mine, mine + g1.shape[0]])
-        out = self._theory(g1, g2, yg, generator, anchors=mine, gather=world.gather_nograd)
-        value = world.sum(out.loss.detach().to(torch.float64))
-        return StepLoss(out.loss * world.size, value, out.gate, out.extra)
+        part, gate, extra = self._theory(g1, g2, yg, generator, anchors=mine, gather=world.gather_nograd)
+        value = world.sum(part.detach().to(torch.float64))
+        return StepLoss(part * world.size, value, gate, extra)
 
     def _theory(
         self,
@@ -215,10 +216,10 @@ class Objective(nn.Module):
         generator: torch.Generator | None,
         anchors: torch.Tensor | None = None,
         gather: Callable[[torch.Tensor], torch.Tensor] | None = None,
-    ) -> StepLoss:
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor] | None, dict[str, torch.Tensor] | None]:
         """One call of the theory loss on ``(z1, z2, labels)``; with ``anchors``, their part.
 
-        ``value`` of the result is left equal to ``loss`` (the caller sets the reported value).
+        Returns ``(loss, gate, extra)`` as the fields of :class:`StepLoss`.
         """
         spec = self.spec
         setting = METHODS[spec.method].setting
@@ -244,19 +245,19 @@ class Objective(nn.Module):
                 loss = contrastive_loss(
                     torch.cat([z1, z2]), torch.cat([labels, labels]), positive_groups=groups, **kw
                 )
-            return StepLoss(loss, loss)
+            return loss, None, None
         assert z2 is not None  # two views (checked in forward)
         if spec.method == "InfoNCE":
             from theory.infonce import info_nce
 
             loss = info_nce(z1, z2, tau=spec.tau, anchors=anchors)
-            return StepLoss(loss, loss)
+            return loss, None, None
         assert self.criterion is not None
         loss = self.criterion(z1, z2, anchors, gather if anchors is not None else None)
         diag = self.criterion.last_diagnostics
         gate = {"lambda": diag.lam, "lambda_rho": diag.lam_rho, "lambda_aic": diag.lam_aic, "daic": diag.dAIC}
         extra = None if diag.beta_t is None else {"beta_t": diag.beta_t}
-        return StepLoss(loss, loss, {k: v.detach() for k, v in gate.items()}, extra)
+        return loss, {k: v.detach() for k, v in gate.items()}, extra
 
 
 def _slice_gate(
