@@ -11,6 +11,9 @@ import torch
 from torch import nn
 
 from realdata.inputs.pipeline import Streams, Views
+from realdata.training.config import TrainConfig
+from realdata.training.models import build_model
+from realdata.training.objective import build_loss
 from realdata.training.step import TrainStep
 
 
@@ -55,10 +58,6 @@ def benchmark_step(
         ``(step, images, labels)`` with ``images`` ``(batch, 3, S, S)`` uint8 and ``labels``
         ``(batch,)`` (every class present when ``batch >= num_classes``), both on ``device``.
     """
-    from realdata.training.config import TrainConfig
-    from realdata.training.models import build_model
-    from realdata.training.objective import build_loss
-
     dev = torch.device(device)
     hard = method in ("HSCL", "HUCL")
     cfg = TrainConfig(

@@ -157,6 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _list(stream=None) -> None:
+    # lazy: --help and --list parse without loading matplotlib, torch and the pipeline
     from figures.plots import registry
 
     stream = sys.stdout if stream is None else stream
@@ -190,15 +191,23 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out) if args.out is not None else results / "figures"
     if out.exists() and not out.is_dir():
         parser.error(f"--out must be a folder, got the file {out}")
+    # lazy: --help and --list parse without loading matplotlib, torch and the pipeline
     from figures.plots import registry
 
     try:
         figures = registry.select(args.only)
     except ValueError as exc:
         parser.error(str(exc))
+    # lazy: --help and --list parse without loading matplotlib, torch and the pipeline
     from figures.pipeline.context import Context
+
+    # lazy: --help and --list parse without loading matplotlib, torch and the pipeline
     from figures.pipeline.progress import Progress
+
+    # lazy: --help and --list parse without loading matplotlib, torch and the pipeline
     from figures.pipeline.runner import run_stages
+
+    # lazy: --help and --list parse without loading matplotlib, torch and the pipeline
     from figures.pipeline.stages import default_stages
 
     bar = args.progress if args.progress is not None else None

@@ -12,16 +12,24 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from realdata.datasets import DATASETS
-from realdata.training.config import ESTIMATORS, METHOD_DEFAULTS, METHODS, RECIPES, VIEWS, TrainConfig
-from realdata.training.models import ARCHS, HEADS, NORMALIZATIONS
+from realdata.claims.grids import CLAIM_GROUPS
+from realdata.claims.records import write_records
+from realdata.claims.run import run_digits, run_group
+from realdata.datasets import DATASETS, DatasetError
+from realdata.frozen.evaluate import evaluate_checkpoint
+from realdata.training.checkpoint import CorruptCheckpointError, load_checkpoint
+from realdata.training.config import TrainConfig
+from realdata.training.distributed import close_world, init_world
+from realdata.training.loop import RunOptions, train_run
+from realdata.training.models import ARCHS
+from theory.options import DDP_LOSS_MODES, ESTIMATORS, HEADS, METHODS, NORMALIZATIONS, RECIPES, STEMS, VIEWS
 
 __all__ = ["build_parser", "main", "config_from_args"]
 
 _DEFAULTS_TEXT = "; ".join(
-    f"{m}: lr {d['lr']:g}, weight decay {d['weight_decay']:g}, tau {d['tau']:g}, views {d['views']}, "
-    f"normalization {d['normalization']}"
-    for m, d in METHOD_DEFAULTS.items()
+    f"{m}: lr {d.lr:g}, weight decay {d.weight_decay:g}, tau {d.tau:g}, views {d.views}, "
+    f"normalization {d.normalization}"
+    for m, d in METHODS.items()
 )
 
 
@@ -52,7 +60,7 @@ def _add_train(sub: Any) -> None:
         default=None,
         help="encoder (default smallcnn for digits, else resnet18)",
     )
-    a("--method", choices=METHODS, default="SCL", help="loss (default SCL)")
+    a("--method", choices=list(METHODS), default="SCL", help="loss (default SCL)")
     a(
         "--beta",
         type=float,
@@ -107,7 +115,7 @@ def _add_train(sub: Any) -> None:
     a("--samples-per-class", type=int, default=None, help="balanced sampler: samples per class per batch")
     a("--eval-every", type=int, default=1, help="record metrics every N epochs (and at epochs 0 and last)")
     a("--crop-min-scale", type=float, default=0.08, help="SimCLR views: smallest crop area fraction (0.08)")
-    a("--stem", choices=("cifar", "imagenet"), default=None, help="ResNet stem (default per dataset)")
+    a("--stem", choices=STEMS, default=None, help="ResNet stem (default per dataset)")
     a("--width", type=int, default=32, help="smallcnn width (default 32)")
     a(
         "--no-record-means",
@@ -137,7 +145,7 @@ def _add_train(sub: Any) -> None:
     )
     a(
         "--ddp-loss",
-        choices=("local", "replicated"),
+        choices=DDP_LOSS_MODES,
         default="local",
         help="under DDP: each rank computes its anchors' terms (local) or the whole loss (replicated)",
     )
@@ -191,7 +199,6 @@ def _add_eval(sub: Any) -> None:
 
 
 def _add_claims(sub: Any) -> None:
-    from realdata.claims.grids import CLAIM_GROUPS
 
     p = sub.add_parser(
         "claims",
@@ -247,8 +254,6 @@ def config_from_args(args: argparse.Namespace, device: str) -> tuple[TrainConfig
     precision = "bf16" if args.amp == "bf16" or (args.amp == "auto" and device == "cuda") else "fp32"
     init, init_from, init_path = "random", "", None
     if args.init:
-        from realdata.training.checkpoint import load_checkpoint
-
         payload = load_checkpoint(args.init)
         init, init_from, init_path = "nc", f"{payload['config_key']}@{int(payload['epoch'])}", args.init
     cfg = TrainConfig(
@@ -285,9 +290,6 @@ def config_from_args(args: argparse.Namespace, device: str) -> tuple[TrainConfig
 
 def _cmd_train(args: argparse.Namespace) -> int:
     import torch
-
-    from realdata.training.distributed import close_world, init_world
-    from realdata.training.loop import RunOptions, train_run
 
     if args.workers < 0:
         raise ValueError(f"--workers must be >= 0, got {args.workers}")
@@ -332,7 +334,6 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
-    from realdata.frozen.evaluate import evaluate_checkpoint
 
     metrics = tuple(m.strip() for m in args.metrics.split(",") if m.strip())
     row, path = evaluate_checkpoint(
@@ -363,8 +364,6 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
 
 def _cmd_claims(args: argparse.Namespace) -> int:
-    from realdata.claims.records import write_records
-    from realdata.claims.run import run_group
 
     if args.group == "records":
         for p in write_records(args.results):
@@ -381,7 +380,6 @@ def _cmd_claims(args: argparse.Namespace) -> int:
 
 
 def _cmd_digits(args: argparse.Namespace) -> int:
-    from realdata.claims.run import run_digits
 
     summary = run_digits(args.results, jobs=args.jobs, scale=args.scale, progress=True)
     print(summary.text())
@@ -392,8 +390,6 @@ def main(argv: list[str] | None = None) -> int:
     """Run ``python -m realdata``; returns the exit status."""
     args = build_parser().parse_args(argv)
     handlers = {"train": _cmd_train, "eval": _cmd_eval, "claims": _cmd_claims, "digits": _cmd_digits}
-    from realdata.datasets import DatasetError
-    from realdata.training.checkpoint import CorruptCheckpointError
 
     try:
         return handlers[args.command](args)

@@ -26,6 +26,19 @@ import sys
 import warnings
 from pathlib import Path
 
+from synthetic.claims.criteria import CLAIMS
+from synthetic.claims.records import claim_details, evaluate_claims
+from synthetic.store.errors import StoreError
+from synthetic.store.folders import atomic_write_text
+from synthetic.store.read import load_results
+from synthetic.store.summary import format_summary, format_summary_csv, format_summary_markdown, summarize
+from synthetic.store.tables import StoreWarning
+from synthetic.sweep.backends import SlurmOptions, make_slurm_cluster
+from synthetic.sweep.errors import SweepInterrupted, TerminationRequested
+from synthetic.sweep.grids import check_fields, grid_files, load_grid
+from synthetic.sweep.progress import SweepProgress
+from synthetic.sweep.run import run_sweep
+
 __all__ = ["build_parser", "main"]
 
 # Quick-grid flags: (flag, RunConfig field, type). Each takes one or more values; several values
@@ -300,9 +313,6 @@ def _note(text: str) -> None:
 
 def _load_results(folder: str):
     """``load_results`` with the left-out runs reported on stderr (instead of as a warning)."""
-    from synthetic.store.read import load_results
-    from synthetic.store.tables import StoreWarning
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=StoreWarning)
         table = load_results(folder)
@@ -344,7 +354,6 @@ def _make_cluster(args):
             host="127.0.0.1",
         )
         return cluster, cluster.close
-    from synthetic.sweep.backends import SlurmOptions, make_slurm_cluster
 
     opts = SlurmOptions(
         partition=args.partition,
@@ -365,9 +374,6 @@ def _make_cluster(args):
 
 
 def _sweep(args) -> int:
-    from synthetic.sweep.grids import check_fields, load_grid
-    from synthetic.sweep.progress import SweepProgress
-    from synthetic.sweep.run import run_sweep
 
     if args.epochs is not None and args.epochs < 0:
         raise ValueError(f"--epochs must be >= 0, got {args.epochs}")
@@ -441,7 +447,6 @@ def _sweep(args) -> int:
 
 
 def _summary(args) -> int:
-    from synthetic.store.summary import format_summary, format_summary_csv, format_summary_markdown, summarize
 
     table = _load_results(args.dir)
     summary = summarize(table, metrics=args.metrics)
@@ -456,10 +461,6 @@ def _summary(args) -> int:
 
 def _claims(args) -> int:
     import pandas as pd
-
-    from synthetic.claims.criteria import CLAIMS
-    from synthetic.claims.records import claim_details, evaluate_claims
-    from synthetic.store.folders import atomic_write_text
 
     table = _load_results(args.dir)
     verdicts = evaluate_claims(table)
@@ -484,8 +485,6 @@ def _claims(args) -> int:
 def _grids(args) -> int:
     import tomllib
 
-    from synthetic.sweep.grids import grid_files
-
     for name, path in grid_files().items():
         meta = tomllib.loads(path.read_text(encoding="utf-8")).get("sweep", {})
         print(f"{name:24s} {meta.get('claim', ''):4s} {meta.get('description', '')}")
@@ -493,7 +492,6 @@ def _grids(args) -> int:
 
 
 def _on_sigterm(signum, frame) -> None:
-    from synthetic.sweep.errors import TerminationRequested
 
     raise TerminationRequested()
 
@@ -504,9 +502,6 @@ def _one_line(exc: BaseException) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status (see the module docstring)."""
-    from synthetic.store.errors import StoreError
-    from synthetic.sweep.errors import SweepInterrupted
-
     parser = build_parser()
     args = parser.parse_args(argv)
     command = {"sweep": _sweep, "summary": _summary, "claims": _claims, "grids": _grids}[args.command]

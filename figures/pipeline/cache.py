@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import hashlib
 import os
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
 
-__all__ = ["FORMAT", "source_key", "frame_digest", "StageCache", "atomic_write_bytes"]
+from synthetic.store.folders import atomic_write_bytes
+
+__all__ = ["FORMAT", "source_key", "frame_digest", "StageCache"]
 
 #: Bumped when the layout of the cached files changes.
 FORMAT = "figures-cache-1"
@@ -69,25 +70,6 @@ def frame_digest(frame: pd.DataFrame) -> str:
     except TypeError:  # unhashable cells (lists, dicts): fall back to the CSV text
         h.update(frame.to_csv(index=False).encode("utf-8"))
     return h.hexdigest()
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> Path:
-    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp"
-    try:
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
-        raise
-    return path
 
 
 class StageCache:

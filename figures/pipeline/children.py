@@ -11,6 +11,8 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from synthetic.sweep.backends import watch_parent
+
 __all__ = ["worker_init", "run_in_child", "device_description"]
 
 
@@ -20,8 +22,6 @@ def worker_init(parent_pid: int) -> None:
     The synthetic package's worker guard (``synthetic.sweep.backends.watch_parent``: SIGINT ignored,
     the parent checked twice a second), so that a killed main job leaves no process behind.
     """
-    from synthetic.sweep.backends import watch_parent
-
     watch_parent(parent_pid)
 
 

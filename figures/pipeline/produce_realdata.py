@@ -40,6 +40,7 @@ def run_digits(results: str | os.PathLike, jobs: int = 1, scale: str = "default"
         ``{"trained", "cached", "failed", "seconds", "numbers"}`` (plain data, picklable).
     """
     _check_scale(scale)
+    # lazy: torch and torchvision load only when the real-data stage runs
     from realdata.claims.run import run_digits as _run
 
     s = _run(str(results), jobs=jobs, scale=DIGITS_SCALE[scale], progress=False)
@@ -62,8 +63,13 @@ def digits_progress(results: str | os.PathLike, scale: str = "default") -> tuple
         ValueError: bad scale.
     """
     _check_scale(scale)
+    # lazy: torch and torchvision load only when the real-data stage runs
     from realdata.claims.grids import digits_runs
+
+    # lazy: torch and torchvision load only when the real-data stage runs
     from realdata.claims.records import DIGITS_HCL, DIGITS_TWO, realdata_folder
+
+    # lazy: torch and torchvision load only when the real-data stage runs
     from realdata.training.store import done_keys
 
     hcl, two = digits_runs(DIGITS_SCALE[scale])
@@ -82,6 +88,7 @@ def realdata_spectrum(results: str | os.PathLike) -> pd.DataFrame:
     the spectrum is computed as for the synthetic runs (:func:`spectrum_table`). The ``grid``
     column names the store folder, as in ``RESULTS/tables/realdata.csv``.
     """
+    # lazy: torch and torchvision load only when the real-data stage runs
     from realdata.claims.records import load_folder, realdata_folder
 
     base = realdata_folder(Path(results))

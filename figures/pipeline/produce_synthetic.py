@@ -17,7 +17,15 @@ import numpy as np
 import pandas as pd
 
 from figures.pipeline.produce_theory import _check_scale
+from synthetic.claims.criteria import CLAIM_GRIDS, criteria
+from synthetic.claims.records import judge
+from synthetic.store.read import load_results
+from synthetic.store.schema import decode_class_means
+from synthetic.sweep.grids import load_grid
+from synthetic.sweep.progress import SweepProgress
+from synthetic.sweep.run import run_sweep
 from theory import claims
+from theory.collapse import class_mean_spectrum
 
 __all__ = [
     "synthetic_folder",
@@ -40,8 +48,6 @@ def synthetic_folder(results: str | os.PathLike) -> Path:
 
 
 def _claim_grids(scale: str) -> list[Any]:
-    from synthetic.claims.criteria import CLAIM_GRIDS
-    from synthetic.sweep.grids import load_grid
 
     return [load_grid(name, scale=scale) for name in CLAIM_GRIDS.values()]
 
@@ -84,9 +90,6 @@ def run_synthetic(
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"jobs must be a positive integer, got {jobs!r}")
     import time
-
-    from synthetic.sweep.progress import SweepProgress
-    from synthetic.sweep.run import run_sweep
 
     class _Forward(SweepProgress):
         def already_done(self, n: int) -> None:
@@ -142,8 +145,6 @@ def load_synthetic(results: str | os.PathLike) -> pd.DataFrame:
     """
     import warnings
 
-    from synthetic.store.read import load_results
-
     frames, left_out = [], []
     seen: set[str] = set()
     for folder in find_synthetic_results(results):
@@ -186,8 +187,6 @@ def synthetic_claims(
     Returns:
         One record per claim and stored grid scale.
     """
-    from synthetic.claims.records import judge
-
     t = table if isinstance(table, pd.DataFrame) and len(table) else pd.DataFrame({"grid": []})
     return judge(t, results=str(synthetic_folder(results)), scale=scale)
 
@@ -198,8 +197,6 @@ def synthetic_criteria() -> pd.DataFrame:
     Numbers only (thresholds such as ``nc_etf``, ``dc_fraction``), read from the grid files'
     ``[claim]`` tables through ``synthetic.claims.criteria.criteria``; figures draw them as reference lines.
     """
-    from synthetic.claims.criteria import CLAIM_GRIDS, criteria
-
     rows = []
     for cid in CLAIM_GRIDS:
         for k, v in criteria(cid).items():
@@ -258,9 +255,6 @@ def spectrum_table(table: pd.DataFrame) -> pd.DataFrame:
     if "class_means" not in table.columns:
         return pd.DataFrame()
     import torch
-
-    from synthetic.store.schema import decode_class_means
-    from theory.collapse import class_mean_spectrum
 
     rows = []
     sub = table[table["class_means"].notna()]

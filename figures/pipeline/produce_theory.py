@@ -24,6 +24,7 @@ import pandas as pd
 
 from figures.report.commands import SCALES, command_for
 from theory import claims
+from theory.options import SETTINGS
 
 __all__ = [
     "source_paths",
@@ -104,6 +105,7 @@ def theory_claims(scale: str = "default", seed: int = 0) -> list[claims.Claim]:
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
     import torch
 
+    # lazy: torch, cvxpy and sympy load only when the theory stage computes (a warm job reads its cache)
     from theory.claims.checks import run_checks
 
     torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
@@ -148,11 +150,12 @@ def harris_gap_table(
         num_pairs, sizes``; one row per (setting, beta).
     """
     _check_scale(scale)
+    # lazy: torch, cvxpy and sympy load only when the theory stage computes (a warm job reads its cache)
     from theory.hcl import harris
 
     rows = []
     pairs = _HARRIS_PAIRS[scale]
-    for setting in ("supervised", "unsupervised"):
+    for setting in SETTINGS:
         for b in betas:
             b = float(b)
             if b < 0:
@@ -191,6 +194,7 @@ def hucl_nc_table(
         num_negatives``.
     """
     _check_scale(scale)
+    # lazy: torch, cvxpy and sympy load only when the theory stage computes (a warm job reads its cache)
     from theory.hcl import optima as bounds
 
     betas = np.unique(
@@ -228,6 +232,7 @@ def gram_table(scale: str = "default", num_classes: Sequence[int] = (4, 5, 6)) -
         ``"UCL optimum"``, ``"ETF"``).
     """
     _check_scale(scale)
+    # lazy: torch, cvxpy and sympy load only when the theory stage computes (a warm job reads its cache)
     from theory.hcl import convex
 
     rows = []
@@ -258,6 +263,7 @@ def noise_floor_table(scale: str = "default", seed: int = 20260113) -> pd.DataFr
         bias2_softmax, theory_weibit, bias2_floor, theory_softmax, c, dgp``.
     """
     _check_scale(scale)
+    # lazy: torch, cvxpy and sympy load only when the theory stage computes (a warm job reads its cache)
     from theory.weince import noise_floor as nf
 
     t = nf.noise_floor_experiment(reps=NOISE_FLOOR_REPS[scale], seed=seed)
@@ -292,6 +298,7 @@ def pot_tables(
     """
     from scipy import stats
 
+    # lazy: torch, cvxpy and sympy load only when the theory stage computes (a warm job reads its cache)
     from theory.weince import gpd
 
     s = np.asarray(scores, dtype=np.float64).ravel()
@@ -335,6 +342,7 @@ def link_tables(cand: Any, *, tau: float | None = 0.5, source: str = "") -> dict
     Returns:
         ``{"lambda_profile", "lambda_fit"}``.
     """
+    # lazy: torch, cvxpy and sympy load only when the theory stage computes (a warm job reads its cache)
     from theory.weince import links
 
     r = links.link_select(cand, tau=tau)

@@ -2,20 +2,67 @@
 
 from __future__ import annotations
 
+import functools
+import os
+import re
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import matplotlib as mpl
 import pandas as pd
+from matplotlib.figure import Figure
 
-from figures.pipeline.cache import FORMAT, atomic_write_bytes, frame_digest, source_key
+from figures.pipeline.cache import FORMAT, frame_digest, source_key
 from figures.pipeline.context import Context, FigureResult, StageResult
-from figures.plots import registry
+from figures.plots import registry, style
 from figures.plots.spec import FigureSpec, availability
 from figures.report.write import write_report
+from synthetic.store.folders import atomic_write, atomic_write_bytes
 
-__all__ = ["figure_key", "render_figure", "RenderStage", "ReportStage"]
+__all__ = ["save_figure", "figure_key", "render_figure", "RenderStage", "ReportStage"]
+
+
+#: A figure id: the file name of its PNG and PDF.
+_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_\-]{0,80}$")
+
+
+def save_figure(fig: Figure, out_dir: str | os.PathLike, figure_id: str) -> dict[str, Path]:
+    """Save ``fig`` as ``<out_dir>/<figure_id>.png`` (``style.DPI``) and ``.pdf`` in the theme, atomically.
+
+    Each file goes through :func:`synthetic.store.folders.atomic_write` (a temporary file in
+    ``out_dir``, renamed into place), so an interrupted save leaves the previous file or none,
+    never a truncated one.
+
+    Args:
+        fig: the figure.
+        out_dir: destination folder (created if needed).
+        figure_id: the figure's id: letters, digits, ``_`` and ``-`` (it becomes the file name).
+
+    Returns:
+        ``{"png": path, "pdf": path}``.
+
+    Raises:
+        ValueError: a bad ``figure_id`` or ``fig`` not a matplotlib Figure.
+    """
+    if not isinstance(fig, Figure):
+        raise ValueError(f"fig must be a matplotlib Figure, got {type(fig).__name__}")
+    if not isinstance(figure_id, str) or not _ID_RE.match(figure_id):
+        raise ValueError(f"figure_id must be 1-81 characters from [A-Za-z0-9_-], got {figure_id!r}")
+    out = Path(out_dir)
+    paths = {}
+    with mpl.rc_context(style.THEME):
+        for fmt in ("png", "pdf"):
+            paths[fmt] = atomic_write(out / f"{figure_id}.{fmt}", functools.partial(_savefig, fig, fmt))
+    return paths
+
+
+def _savefig(fig: Figure, fmt: str, fh: Any) -> None:
+    meta = (
+        {"Software": "hardneg-collapse figures"} if fmt == "png" else {"Creator": "hardneg-collapse figures"}
+    )
+    fig.savefig(fh, format=fmt, dpi=style.DPI, metadata=meta)
 
 
 def _figure_code() -> list[Path]:
@@ -50,8 +97,6 @@ def render_figure(
     Returns:
         The :class:`FigureResult`.
     """
-    from figures.plots import style
-
     base: dict[str, Any] = dict(
         id=spec.id,
         title=spec.title,
@@ -85,7 +130,7 @@ def render_figure(
             )
         key_file.unlink(missing_ok=True)
         fig = spec.build(tables)
-        paths = style.save_figure(fig, out, spec.id)
+        paths = save_figure(fig, out, spec.id)
         atomic_write_bytes(key_file, key.encode())
     except Exception as exc:
         return FigureResult(

@@ -22,9 +22,10 @@ from matplotlib.figure import Figure
 from figures.plots import frames, style
 from figures.plots.fig_conditions import curves_by_beta
 from figures.plots.spec import FigureSpec, TableNeed
+from theory.options import HCL_METHODS
 
 COLUMNS = ("method", "beta", "epoch", "init", "etf_mean")
-METHODS = ("SCL", "HSCL", "UCL", "HUCL")
+METHODS = HCL_METHODS
 NC_INIT = "nc"
 
 

@@ -24,9 +24,10 @@ from matplotlib.figure import Figure
 from figures.plots import frames, style
 from figures.plots.fig_conditions import curves_by_beta
 from figures.plots.spec import FigureSpec, TableNeed
+from theory.options import NORMALIZATIONS
 
 COLUMNS = ("method", "beta", "epoch", "normalization", "etf_mean")
-ORDER = ("none", "ball", "sphere")
+ORDER = NORMALIZATIONS
 _FREE = ("normalization", "grid", "epochs", "eval_every")
 
 

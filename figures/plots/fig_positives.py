@@ -20,6 +20,7 @@ from matplotlib.figure import Figure
 
 from figures.plots import frames, style
 from figures.plots.spec import FigureSpec, TableNeed
+from theory.options import POSITIVES
 
 COLUMNS = ("method", "beta", "epoch", "positives", "etf_mean", "within_class_variation")
 _STYLE = {"label": "-", "noise": "--"}
@@ -67,7 +68,7 @@ def render(
         ("etf_mean", "equal inner product condition", "mean | cos(μ_c, μ_c′) + 1/(C−1) |"),
         ("within_class_variation", "within-class variation", "mean ‖z − μ_c‖"),
     )
-    kinds = [k for k in ("label", "noise") if k in set(rows["positives"].astype(str))]
+    kinds = [k for k in POSITIVES if k in set(rows["positives"].astype(str))]
     kinds += sorted(set(rows["positives"].astype(str)) - set(kinds))
     for ax, (metric, title, ylabel) in zip(axes[0], panels, strict=True):
         for kind in kinds:

@@ -13,20 +13,15 @@ duration of the call only. The conventions:
 * axes always labelled, legends always present when more than one curve is drawn
   (:func:`finish_axes` checks both).
 
-Figures are saved with :func:`save_figure` as ``<id>.png`` (150 dpi) and ``<id>.pdf``, each written
-to a temporary file in the destination folder and renamed into place (atomic: a reader never sees
-a half-written file).
+The pipeline saves figures (:func:`figures.pipeline.render.save_figure`, ``<id>.png`` at :data:`DPI`
+and ``<id>.pdf``, atomically) in this theme; the figure modules never write files.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-import os
-import re
-import time
 from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
 from typing import Any
 
 import matplotlib
@@ -56,7 +51,6 @@ __all__ = [
     "ideal_line",
     "finish_axes",
     "note",
-    "save_figure",
     "figure_text",
 ]
 
@@ -382,61 +376,3 @@ def figure_text(fig: Figure) -> dict[str, list[str]]:
         "xlabels": [a.get_xlabel() for a in axes if a.get_xlabel()],
         "ylabels": [a.get_ylabel() for a in axes if a.get_ylabel()],
     }
-
-
-_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_\-]{0,80}$")
-
-
-def _atomic_savefig(fig: Figure, dest: Path, fmt: str, dpi: int) -> None:
-    tmp = dest.parent / f".{dest.name}.{os.getpid()}.{time.monotonic_ns()}.tmp"
-    try:
-        with open(tmp, "wb") as fh:
-            fig.savefig(
-                fh,
-                format=fmt,
-                dpi=dpi,
-                metadata={"Software": "hardneg-collapse figures"}
-                if fmt == "png"
-                else {"Creator": "hardneg-collapse figures"},
-            )
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, dest)
-    except BaseException:
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
-        raise
-
-
-def save_figure(fig: Figure, out_dir: str | os.PathLike, figure_id: str) -> dict[str, Path]:
-    """Save ``fig`` as ``<out_dir>/<figure_id>.png`` (150 dpi) and ``.pdf``, atomically.
-
-    Each file is written to a temporary file in ``out_dir`` and renamed into place, so an
-    interrupted save leaves either the previous file or none, never a truncated one.
-
-    Args:
-        fig: the figure.
-        out_dir: destination folder (created if needed).
-        figure_id: the figure's id: letters, digits, ``_`` and ``-`` (it becomes the file name).
-
-    Returns:
-        ``{"png": path, "pdf": path}``.
-
-    Raises:
-        ValueError: a bad ``figure_id`` or ``fig`` not a matplotlib Figure.
-    """
-    if not isinstance(fig, Figure):
-        raise ValueError(f"fig must be a matplotlib Figure, got {type(fig).__name__}")
-    if not isinstance(figure_id, str) or not _ID_RE.match(figure_id):
-        raise ValueError(f"figure_id must be 1-81 characters from [A-Za-z0-9_-], got {figure_id!r}")
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = {}
-    with mpl.rc_context(THEME):
-        for fmt in ("png", "pdf"):
-            dest = out / f"{figure_id}.{fmt}"
-            _atomic_savefig(fig, dest, fmt, DPI)
-            paths[fmt] = dest
-    return paths

@@ -28,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from realdata.training.config import TrainConfig
+from theory.options import TWO_VIEW_METHODS
 
 __all__ = [
     "CLAIM_GROUPS",
@@ -164,5 +165,5 @@ def digits_runs(scale: str = "default") -> tuple[list[TrainConfig], list[TrainCo
         eval_every=1 if quick else 5,
     )
     hcl = [replace(c, seed=s) for c in _hcl_family(base, betas) for s in seeds]
-    two = [base.replace(method=m, crop_min_scale=0.5, seed=s) for m in ("InfoNCE", "WeiNCE") for s in seeds]
+    two = [base.replace(method=m, crop_min_scale=0.5, seed=s) for m in TWO_VIEW_METHODS for s in seeds]
     return hcl, two

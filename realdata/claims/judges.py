@@ -16,7 +16,9 @@ deviations, ``sqrt(s_a^2/n_a + s_b^2/n_b)``; with one seed ``SE = 0``):
 * R1: paper: REPRODUCED when NCM(HSCL beta) - NCM(SCL) > 40 points for beta = 5 and 10 and the same
   for HUCL vs UCL; PARTLY when at least two of these four hold; else NOT REPRODUCED. Digits: the same
   four differences, REPRODUCED when all are > 2 SE, NOT REPRODUCED when none is, else PARTLY.
-* R2 (supervised): (a) SCL in DC: ``numerical_rank_1e2`` of SCL below ``C - 1``; (b) more hardness,
+* R2 (supervised): (a) SCL in DC: the covariance rank of SCL's class means at 1e-2 (how many
+  ``sigma_i / sigma_max`` of the authors' spectrum exceed 1e-2, from the ``spectrum_i`` columns;
+  :data:`COVARIANCE_RANK`) below ``C - 1``; (b) more hardness,
   closer to NC: ``etf_mean`` of HSCL beta = 10 below SCL's by more than 2 SE; (c) the spectrum
   flattens: ``spectrum_min`` of HSCL beta = 10 above SCL's by more than 2 SE. REPRODUCED: all
   three; PARTLY: one or two; NOT REPRODUCED: none.
@@ -96,21 +98,34 @@ SUMMARY_METRICS = (
     "unit_norm",
     "within_class_variation",
     "spectrum_min",
-    "numerical_rank_1e2",
-    "numerical_rank_1e4",
+    "rank_1e-2",
+    "rank_1e-4",
+    "covariance_rank_1e-2",
     "effective_rank",
     "nc1",
     "loss",
     "optimum",
 )
 _KEYS = ("dataset", "method", "beta", "batch_size", "init", "recipe")
+#: The judges' count of the authors' spectrum: how many covariance eigenvalue ratios
+#: ``sigma_i / sigma_max`` (the ``spectrum_i`` columns, their logs) exceed 1e-2 (R2's DC test).
+COVARIANCE_RANK = "covariance_rank_1e-2"
+
+
+def _with_covariance_rank(last: pd.DataFrame) -> pd.DataFrame:
+    spec = [c for c in last.columns if c.startswith("spectrum_") and c[len("spectrum_") :].isdigit()]
+    if not spec:
+        return last
+    out = last.copy()
+    out[COVARIANCE_RANK] = (out[spec].to_numpy(dtype=float) > math.log(1e-2)).sum(axis=1).astype(float)
+    return out
 
 
 def final_summary(table: pd.DataFrame, metrics: Iterable[str] = SUMMARY_METRICS) -> pd.DataFrame:
     """Final-epoch mean, std (ddof 1) and count over seeds, per (dataset, method, beta, batch, init)."""
     if table is None or len(table) == 0:
         return pd.DataFrame()
-    last = table.loc[table.groupby("run_key")["epoch"].idxmax()]
+    last = _with_covariance_rank(table.loc[table.groupby("run_key")["epoch"].idxmax()])
     keys = [k for k in _KEYS if k in last.columns]
     mets = [m for m in metrics if m in last.columns]
     g = last.groupby(keys, dropna=False)[mets]
@@ -197,7 +212,7 @@ def judge_r1(s: pd.DataFrame, setting: Mapping[str, Any], *, paper: bool) -> Sub
 
 def judge_r2(s: pd.DataFrame, setting: Mapping[str, Any], num_classes: int) -> SubCheck:
     """R2: supervised hardness and NC / DC."""
-    scl = cell(s, "numerical_rank_1e2", method="SCL", beta=0.0)
+    scl = cell(s, COVARIANCE_RANK, method="SCL", beta=0.0)
     e0, e10 = cell(s, "etf_mean", method="SCL", beta=0.0), cell(s, "etf_mean", method="HSCL", beta=10.0)
     s0, s10 = (
         cell(s, "spectrum_min", method="SCL", beta=0.0),
@@ -207,7 +222,7 @@ def judge_r2(s: pd.DataFrame, setting: Mapping[str, Any], num_classes: int) -> S
     ds, se_s = _diff(s10, s0)
     flags = [scl[0] < num_classes - 1, de > 2 * se_e, ds > 2 * se_s]
     ev = [
-        _ev("numerical rank (1e-2) SCL", scl),
+        _ev("covariance rank (1e-2) SCL", scl),
         _ev("etf_mean SCL", e0),
         _ev("etf_mean HSCL beta=10", e10),
         _ev("spectrum_min SCL", s0),

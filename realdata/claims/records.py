@@ -39,6 +39,8 @@ from realdata.claims.judges import (
     judge_w4,
 )
 from realdata.training import store
+from synthetic.store.folders import atomic_write_text
+from theory.claims import Claim, Verdict, statement, to_json
 
 __all__ = ["REALDATA_IDS", "DIGITS_HCL", "DIGITS_TWO", "write_records", "digits_tables", "probe_values"]
 
@@ -100,8 +102,6 @@ def _claim(
     cid: str, paper: Any, others: list[Any], command: str, paper_setting: dict[str, str], note: str
 ) -> Any:
     """One record: the paper-scale sub-check decides; smaller scales are evidence (NOT RUN)."""
-    from theory.claims import Claim, Verdict, statement
-
     others = [o for o in others if o is not None]
     subs = tuple(s for s in (paper, *others) if s is not None)
     criterion = "declared in realdata.claims.judges (docs/realdata.md, 'Verdict rules'), before the runs"
@@ -213,8 +213,6 @@ def write_records(results: str | Path = "results", *, digits_scale: str = "defau
         results: the main job's results folder.
         digits_scale: which digits runs are the digits evidence (``default`` or ``quick``).
     """
-    from theory.claims import to_json
-
     results = Path(results)
     rd = realdata_folder(results)
     diag = read_diagnostics(results)
@@ -306,7 +304,7 @@ def write_records(results: str | Path = "results", *, digits_scale: str = "defau
             setting,
             notes.get(cid, ""),
         )
-        written.append(store.atomic_write_text(results / "records" / f"{cid}.json", to_json([rec])))
+        written.append(atomic_write_text(results / "records" / f"{cid}.json", to_json([rec])))
     evals = {k: tables.pop(k) for k in [k for k in tables if k.startswith("eval")]}
     evals["digits"] = d_eval
     written += _write_tables(results, tables, evals, rd)
@@ -325,24 +323,22 @@ def _write_tables(
     if frames:
         allt = pd.concat(frames, ignore_index=True, sort=False)
         allt = allt[["grid", *[c for c in allt.columns if c != "grid"]]]
-        out.append(store.atomic_write_text(results / "tables" / "realdata.csv", allt.to_csv(index=False)))
+        out.append(atomic_write_text(results / "tables" / "realdata.csv", allt.to_csv(index=False)))
         summ = pd.concat(
             [final_summary(t).assign(grid=n) for n, t in tables.items() if len(t)], ignore_index=True
         )
-        out.append(
-            store.atomic_write_text(results / "tables" / "realdata_summary.csv", summ.to_csv(index=False))
-        )
+        out.append(atomic_write_text(results / "tables" / "realdata_summary.csv", summ.to_csv(index=False)))
     ev = [t.assign(grid=n) for n, t in evals.items() if len(t)]
     if ev:
         out.append(
-            store.atomic_write_text(
+            atomic_write_text(
                 results / "tables" / "realdata_eval.csv",
                 pd.concat(ev, ignore_index=True, sort=False).to_csv(index=False),
             )
         )
     gate = _gate_table(rd)
     if gate is not None:
-        out.append(store.atomic_write_text(results / "tables" / "weince_gate.csv", gate.to_csv(index=False)))
+        out.append(atomic_write_text(results / "tables" / "weince_gate.csv", gate.to_csv(index=False)))
     return out
 
 

@@ -51,7 +51,14 @@ from realdata.claims.records import (
     realdata_folder,
     write_records,
 )
+from realdata.datasets import load_dataset, load_digits_dataset
+from realdata.frozen.diagnostics import link_candidates, link_summary, pot_scores, pot_summary
+from realdata.frozen.evaluate import evaluate_checkpoint
+from realdata.inputs.pipeline import Views
 from realdata.training import store
+from realdata.training.config import TrainConfig
+from realdata.training.loop import RunOptions, load_encoder, train_run
+from synthetic.store.folders import atomic_write_bytes, atomic_write_text
 
 __all__ = [
     "CLAIM_GROUPS",
@@ -76,8 +83,6 @@ _DATASETS: dict[tuple[str, str | None], Any] = {}  # loaded once per process
 
 def _dataset(name: str, root: str | None) -> Any:
     if (name, root) not in _DATASETS:
-        from realdata.datasets import load_dataset
-
         _DATASETS[(name, root)] = load_dataset(name, root)
     return _DATASETS[(name, root)]
 
@@ -86,9 +91,6 @@ def _train_one(
     folder: str, config: dict[str, Any], device: str, root: str | None, options: dict[str, Any]
 ) -> dict:
     import torch
-
-    from realdata.training.config import TrainConfig
-    from realdata.training.loop import RunOptions, train_run
 
     if device == "cpu":
         torch.set_num_threads(1)
@@ -102,8 +104,6 @@ def _train_one(
     out = train_run(cfg, opts, dataset=dataset)
     final = store.final_checkpoint_file(folder, out.key)
     if metrics and out.status in ("done", "cached") and final.is_file():
-        from realdata.frozen.evaluate import evaluate_checkpoint
-
         evaluate_checkpoint(final, metrics=tuple(metrics), dataset=dataset, results=folder, device=device,
                             progress=False, skip_existing=True)  # fmt: skip
     return {"key": out.key, "status": out.status, "seconds": out.seconds, "message": out.message}
@@ -163,10 +163,6 @@ def _diagnose(
     The scores and candidates of ``encoders['InfoNCE']`` are also written for the figures, unless
     files of a larger scale are already there (:data:`_RANK`: digits never replaces paper scale).
     """
-    from realdata.frozen.diagnostics import link_candidates, link_summary, pot_scores, pot_summary
-    from realdata.inputs.pipeline import Views
-    from realdata.training.loop import load_encoder
-
     diag = _read_diag(results)
     out: dict[str, Any] = {"pot": {}, "link": {}, "source": {}}
     write_files = _RANK.get(scale, 0) >= _RANK.get(str(diag.get("files_scale", "")), -1)
@@ -187,7 +183,7 @@ def _diagnose(
         out["link"][method] = link_summary(cands)
         if method == "InfoNCE" and write_files:
             wdir = Path(results) / "weince"
-            store.atomic_write_text(
+            atomic_write_text(
                 wdir / "pot_scores.csv", "score\n" + "\n".join(repr(float(v)) for v in scores) + "\n"
             )
             import io
@@ -195,10 +191,10 @@ def _diagnose(
             buf = io.BytesIO()
             arrays: dict[str, Any] = {f"batch_{i:03d}": a for i, a in enumerate(cands)}
             np.savez_compressed(buf, **arrays)
-            store.atomic_write_bytes(wdir / "link_candidates.npz", buf.getvalue())
+            atomic_write_bytes(wdir / "link_candidates.npz", buf.getvalue())
             diag["files_scale"], diag["files_source"] = scale, out["source"][method]
     diag[scale] = out
-    store.atomic_write_text(_diag_path(results), json.dumps(diag, indent=2, default=float))
+    atomic_write_text(_diag_path(results), json.dumps(diag, indent=2, default=float))
     return out
 
 
@@ -242,9 +238,6 @@ def run_digits(
     Returns:
         :class:`DigitsSummary`.
     """
-    from realdata.datasets import load_digits_dataset
-    from realdata.frozen.evaluate import evaluate_checkpoint
-
     t0 = time.perf_counter()
     rd = _rd(results)
     quick = scale == "quick"
@@ -377,8 +370,6 @@ def run_group(
 
 
 def _finish_weince(g: Any, rd: Path, results: str | Path, root: str | None, device: str, scale: str) -> None:
-    from realdata.datasets import load_dataset
-    from realdata.frozen.evaluate import evaluate_checkpoint
 
     first = g.runs[0][1]
     dataset = load_dataset(first.dataset, root)

@@ -35,6 +35,7 @@ from realdata.datasets.base import (
     channel_stats,
     dataset_message,
 )
+from synthetic.store.folders import atomic_write
 
 __all__ = [
     "TINY_IMAGENET_LAYOUT",
@@ -311,25 +312,18 @@ def _read_cache(path: Path, fp: str, n_train: int, n_test: int):
 
 def _write_cache(path: Path, fp: str, arrays: dict, mean, std) -> None:
     """Write the cache atomically; an unwritable cache folder only warns."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(tmp, "wb") as f:
-            np.savez(
+        atomic_write(
+            path,
+            lambda f: np.savez(
                 f,
                 fingerprint=np.array(fp),
                 mean=np.array(mean),
                 std=np.array(std),
                 **{k: v.numpy() for k, v in arrays.items()},
-            )
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+            ),
+        )
     except OSError as e:
-        try:
-            tmp.unlink(missing_ok=True)
-        except OSError:
-            pass
         warnings.warn(f"cannot write the Tiny-ImageNet cache {path} ({e}); continuing without it",
                       stacklevel=3)  # fmt: skip
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import torch
 
-FEATURES = ("h", "z")
+from theory.options import FEATURES
+from theory.validation import one_of
 
 
 def check_features(x, name: str) -> torch.Tensor:
@@ -36,9 +37,7 @@ def check_labels(labels, n: int, name: str, num_classes: int | None = None) -> t
 
 def check_features_name(features: str) -> str:
     """``features`` must be ``h`` (backbone output) or ``z`` (projection)."""
-    if features not in FEATURES:
-        raise ValueError(f"features must be one of {FEATURES}, got {features!r}")
-    return features
+    return one_of("features", features, FEATURES)
 
 
 def check_positive_int(name: str, value) -> int:

@@ -24,7 +24,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from realdata.inputs.pipeline import Views
-from realdata.inputs.samplers import shuffled_batches
+from synthetic.engine.data import epoch_batches
+from theory.weince.gpd import pot_fit, threshold_stability
+from theory.weince.links import link_select, two_view_link_candidates
 
 __all__ = ["pot_scores", "link_candidates", "pot_summary", "link_summary", "POT_QUANTILES"]
 
@@ -64,7 +66,7 @@ def pot_scores(
     out: list[torch.Tensor] = []
     try:
         while len(out) < repeats:
-            for idx in shuffled_batches(n, b, generator=order):
+            for idx in epoch_batches(n, b, order):
                 x = _first_view(views, dataset.train.images[idx.to(dataset.train.images.device)].to(dev), gen)
                 z = F.normalize(model(x)[1].float(), dim=1)
                 out.append((z @ z.T)[i, j].double().cpu())
@@ -87,8 +89,6 @@ def link_candidates(
     device: torch.device | str = "cpu",
 ) -> list[np.ndarray]:
     """Frozen two-view candidate rows ``(2 n, 2 n - 1)`` per batch, positive in column 0."""
-    from theory.weince.links import two_view_link_candidates
-
     if views.count != 2:
         raise ValueError("link candidates need two-view (simclr) training views")
     dev = torch.device(device)
@@ -100,7 +100,7 @@ def link_candidates(
     out: list[np.ndarray] = []
     try:
         while len(out) < batches:
-            for idx in shuffled_batches(len(dataset.train), n, generator=order):
+            for idx in epoch_batches(len(dataset.train), n, order):
                 x = views.train_views(dataset.train.images[idx.to(dataset.train.images.device)].to(dev), gen)
                 z = model(x)[1].float()
                 z1, z2 = z.chunk(2)
@@ -114,8 +114,6 @@ def link_candidates(
 
 def pot_summary(scores: np.ndarray, q: float = 0.99) -> dict[str, Any]:
     """GPD fit above the ``q`` quantile and the shape at :data:`POT_QUANTILES` (plain values)."""
-    from theory.weince.gpd import pot_fit, threshold_stability
-
     r = pot_fit(scores, q)
     stab = threshold_stability(scores, POT_QUANTILES, min_exceed=100)
     return {
@@ -128,8 +126,6 @@ def pot_summary(scores: np.ndarray, q: float = 0.99) -> dict[str, Any]:
 
 def link_summary(cands: list[np.ndarray], tau: float | None = 0.5) -> dict[str, Any]:
     """Maximum-likelihood lambda-hat with its likelihood-ratio test of lambda = 0 (plain values)."""
-    from theory.weince.links import link_select
-
     r = link_select(cands, tau=tau)
     return {
         "lam_hat": r.lam_hat,

@@ -19,8 +19,12 @@ from typing import Any
 import pandas as pd
 import torch
 
+from realdata.datasets import load_dataset
+from realdata.evaluation.features import evaluate_frozen
 from realdata.inputs.pipeline import Views
 from realdata.training import store
+from realdata.training.loop import load_encoder
+from synthetic.store.runs import run_path
 
 __all__ = ["EVAL_SUBDIR", "evaluate_checkpoint", "eval_key"]
 
@@ -68,14 +72,9 @@ def evaluate_checkpoint(
         progress: progress bars.
         skip_existing: return the stored row when this evaluation was already stored.
     """
-    from realdata.evaluation.features import evaluate_frozen
-    from realdata.training.loop import load_encoder
-
     dev = torch.device("cuda" if device == "cuda" else "cpu")
     model, cfg, payload = load_encoder(checkpoint, dev)
     if dataset is None:
-        from realdata.datasets import load_dataset
-
         dataset = load_dataset(cfg.dataset, root)
     views = Views(
         str(cfg.views), dataset.channels, dataset.image_size, dataset.mean, dataset.std, cfg.crop_min_scale
@@ -95,7 +94,7 @@ def evaluate_checkpoint(
     folder = Path(results) / EVAL_SUBDIR
     if skip_existing and store.is_done(folder, key):
         frame = store.read_result(folder, key)
-        return frame.iloc[0].to_dict(), store.run_file(folder, key)
+        return frame.iloc[0].to_dict(), run_path(folder, key)
     res = evaluate_frozen(
         model,
         dataset,

@@ -1,10 +1,11 @@
 """The data side of a training step: seeded streams, batch plans, views on the device.
 
-* :func:`stream_seed` / :class:`Streams`: the independent random streams of a run, each a
-  ``torch.Generator`` seeded from ``(seed, name)`` by sha256: ``order`` (batches; on the CPU, the
-  same on every rank), ``views`` (SimCLR augmentation; on the device, one stream per rank),
-  ``negatives`` (the sampled estimator; on the device, the same on every rank).
-* :func:`epoch_batches`: the global batches of one epoch (shuffled ``drop_last`` batches, or the
+* :class:`Streams`: the independent random streams of a run, each a ``torch.Generator`` seeded by
+  the one seed rule of both stacks (:func:`synthetic.engine.data.stream_seed` of ``(seed, name,
+  rank)``): ``order`` (batches; on the CPU, the same on every rank), ``views`` (SimCLR
+  augmentation; on the device, one stream per rank), ``negatives`` (the sampled estimator; on the
+  device, the same on every rank).
+* :func:`run_batches`: the global batches of one epoch (shuffled ``drop_last`` batches, or the
   class-balanced sampler), CPU index tensors.
 * :class:`Views`: turns a ``uint8`` batch on the device into the model input(s): the HCL authors'
   normalised single view (``label``) or two SimCLR views (``simclr``, augmented on the device by
@@ -13,7 +14,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -21,16 +21,13 @@ from typing import Any
 import torch
 
 from realdata.inputs.augment import SimCLRAugment
-from realdata.inputs.samplers import class_balanced_batches, shuffled_batches
+from realdata.inputs.samplers import class_balanced_batches
 from realdata.inputs.views import HCL_MEAN, HCL_STD, normalize, to_float
+from synthetic.engine.data import epoch_batches, stream_seed
+from theory.options import VIEWS
+from theory.validation import one_of
 
-__all__ = ["stream_seed", "Streams", "epoch_batches", "Views", "recorded_epochs"]
-
-
-def stream_seed(seed: int, name: str, rank: int = 0) -> int:
-    """A 63-bit seed for stream ``name`` of run ``seed`` (and ``rank``), stable across platforms."""
-    h = hashlib.sha256(f"{int(seed)}/{name}/{int(rank)}".encode()).digest()
-    return int.from_bytes(h[:8], "little") & ((1 << 63) - 1)
+__all__ = ["Streams", "run_batches", "Views"]
 
 
 def _gen(seed: int, device: torch.device) -> torch.Generator:
@@ -66,23 +63,17 @@ class Streams:
             getattr(self, k).set_state(v)
 
 
-def recorded_epochs(epochs: int, eval_every: int) -> list[int]:
-    """Epochs with a results row: 0, every ``eval_every``, and the last."""
-    out = set(range(0, epochs + 1, max(1, eval_every)))
-    out.add(epochs)
-    return sorted(out)
+def run_batches(config: Any, labels_cpu: torch.Tensor, generator: torch.Generator) -> list[torch.Tensor]:
+    """The global index batches of one epoch of a run (CPU ``int64``).
 
-
-def epoch_batches(config: Any, labels_cpu: torch.Tensor, generator: torch.Generator) -> list[torch.Tensor]:
-    """The global index batches of one epoch (CPU ``int64``).
-
-    Shuffled ``drop_last`` batches of ``batch_size`` (the authors' loaders), or, with
-    ``balanced_sampler``, ``batch_size // samples_per_class`` classes times ``samples_per_class``
-    samples (about one pass over the data).
+    Shuffled ``drop_last`` batches of ``batch_size`` (the authors' loaders; the one batch rule of
+    both stacks, :func:`synthetic.engine.data.epoch_batches`), or, with ``balanced_sampler``,
+    ``batch_size // samples_per_class`` classes times ``samples_per_class`` samples (about one
+    pass over the data).
     """
     N = int(labels_cpu.numel())
     if not config.balanced_sampler:
-        return shuffled_batches(N, config.batch_size, generator=generator)
+        return list(epoch_batches(N, config.batch_size, generator))
     n = int(config.samples_per_class)
     C = int(torch.unique(labels_cpu).numel())
     m = min(C, max(1, config.batch_size // n))
@@ -116,9 +107,7 @@ class Views:
         std: tuple[float, ...] | None = None,
         crop_min_scale: float = 0.08,
     ) -> None:
-        if views not in ("label", "simclr"):
-            raise ValueError(f"views must be 'label' or 'simclr', got {views!r}")
-        self.views = views
+        self.views = one_of("views", views, VIEWS)
         if channels == 3:
             self.mean, self.std = tuple(mean or HCL_MEAN), tuple(std or HCL_STD)
         else:

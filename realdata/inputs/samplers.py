@@ -1,16 +1,17 @@
-"""Batch index samplers: the authors' shuffled batches and a class-balanced batch sampler.
+"""The class-balanced batch sampler of the real-data runs.
 
-* :func:`shuffled_batches`: one random permutation of the dataset cut into batches, the last
-  incomplete batch dropped by default (the hard-negative code: ``shuffle=True,
-  drop_last=True``, 97 steps of 512 on CIFAR-100; arXiv 2311.05139, Sec. 5; the WeiNCE recipe
-  likewise: 195 steps of 256, arXiv 2606.00262, Sec. 5).
+(The authors' shuffled ``drop_last`` batches are the one batch rule of both experiment stacks,
+:func:`synthetic.engine.data.epoch_batches`: the hard-negative code's ``shuffle=True,
+drop_last=True``, 97 steps of 512 on CIFAR-100, arXiv 2311.05139, Sec. 5; the WeiNCE recipe
+likewise, 195 steps of 256, arXiv 2606.00262, Sec. 5.)
+
 * :func:`class_balanced_batches`: every batch holds ``m`` classes with ``n`` samples each (``m``
   defaults to all classes), for the supervised (SCL / HSCL) family, where a batch with few
   same-class members has few positives. Within a batch no index repeats; each class's samples
   are drawn ``n`` at a time from a random permutation of the class, and a new permutation is
   drawn only when fewer than ``n`` are left (those few wait for the next pass).
 
-Both return a list of 1-D ``int64`` index tensors on the generator's device and draw all their
+It returns a list of 1-D ``int64`` index tensors on the generator's device and draws all its
 randomness from the explicit ``torch.Generator``: the same generator state gives the same batches.
 """
 
@@ -18,45 +19,13 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["shuffled_batches", "class_balanced_batches"]
+__all__ = ["class_balanced_batches"]
 
 
 def _positive_int(name: str, value) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
     return value
-
-
-def shuffled_batches(
-    num_samples: int, batch_size: int, *, generator: torch.Generator, drop_last: bool = True
-) -> list[torch.Tensor]:
-    """The batches of one epoch: a random permutation of ``range(num_samples)`` cut in pieces.
-
-    Args:
-        num_samples: dataset size ``N``.
-        batch_size: ``b``.
-        generator: source of the permutation.
-        drop_last: drop the last batch when it has fewer than ``b`` indices.
-
-    Returns:
-        ``N // b`` batches of ``b`` indices (``ceil(N / b)`` with ``drop_last=False``).
-
-    Raises:
-        ValueError: ``drop_last`` and ``batch_size > num_samples`` (no batch at all).
-    """
-    if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 0:
-        raise ValueError(f"num_samples must be an integer >= 0, got {num_samples!r}")
-    _positive_int("batch_size", batch_size)
-    if drop_last and batch_size > num_samples:
-        raise ValueError(
-            f"batch_size = {batch_size} exceeds num_samples = {num_samples}: with drop_last "
-            "there would be no batch"
-        )
-    perm = torch.randperm(num_samples, generator=generator, device=generator.device)
-    batches = list(perm.split(batch_size))
-    if drop_last and batches and batches[-1].numel() < batch_size:
-        batches.pop()
-    return batches
 
 
 def class_balanced_batches(

@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-from realdata.training.store import atomic_write_bytes
+from synthetic.store.folders import atomic_write_bytes
 
 __all__ = ["MAGIC", "FORMAT", "CorruptCheckpointError", "save_checkpoint", "load_checkpoint"]
 

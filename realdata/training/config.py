@@ -3,7 +3,8 @@
 :class:`TrainConfig` holds everything that decides the numbers a run computes: data, encoder,
 loss, views, optimiser, schedule of evaluations, seed and precision. Fields left ``None`` take a
 per-method default when the config is built (:meth:`TrainConfig.resolved`), so the stored config
-always shows the values that ran:
+always shows the values that ran. The defaults are the authors' recipes, the recipe fields of
+:data:`theory.options.METHODS` (the single source of every option and default):
 
 =================  =====================================  ======================================
 field              SCL / HSCL / UCL / HUCL                InfoNCE / WeiNCE
@@ -19,7 +20,8 @@ field              SCL / HSCL / UCL / HUCL                InfoNCE / WeiNCE
                    (the authors' two folders)
 =================  =====================================  ======================================
 
-The run's key (:meth:`TrainConfig.key`) is the sha1 of the canonical JSON of
+The run's key (:meth:`TrainConfig.key`) is the run key of the results store
+(:func:`synthetic.store.keys.run_key`): the sha1 of the canonical JSON of
 :meth:`TrainConfig.identity_dict`: the resolved values with ``-0.0`` written as ``0.0``, floats
 as their shortest round-trip repr, and the fields that cannot change the computation blanked
 (``estimator`` and ``num_negatives`` of the two-view losses, ``recipe`` outside WeiNCE,
@@ -40,53 +42,24 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from realdata.datasets import DATASETS
-from realdata.training.models import ARCHS, HEADS, NORMALIZATIONS, STEMS, default_stem
+from realdata.training.models import ARCHS, default_out_dim, default_stem
 from synthetic.store.keys import run_key
+from theory.options import (
+    ESTIMATORS,
+    HCL_METHODS,
+    HEADS,
+    INITS,
+    METHODS,
+    NORMALIZATIONS,
+    NUM_NEGATIVES,
+    PRECISIONS,
+    RECIPES,
+    STEMS,
+    TWO_VIEW_METHODS,
+    VIEWS,
+)
 
-__all__ = [
-    "METHODS",
-    "HCL_METHODS",
-    "TWO_VIEW_METHODS",
-    "ESTIMATORS",
-    "VIEWS",
-    "RECIPES",
-    "PRECISIONS",
-    "INITS",
-    "METHOD_DEFAULTS",
-    "TrainConfig",
-]
-
-#: The hard-negative paper's methods (setting, needs beta > 0).
-HCL_METHODS: dict[str, tuple[str, bool]] = {
-    "SCL": ("supervised", False),
-    "HSCL": ("supervised", True),
-    "UCL": ("unsupervised", False),
-    "HUCL": ("unsupervised", True),
-}
-#: The two-view (anchor, positive) methods of the WeiNCE paper.
-TWO_VIEW_METHODS = ("InfoNCE", "WeiNCE")
-METHODS = (*HCL_METHODS, *TWO_VIEW_METHODS)
-ESTIMATORS = ("sampled", "expectation")
-#: ``label``: one un-augmented view, positives = same-label batch members (the anchor included);
-#: ``simclr``: two augmented views per image.
-VIEWS = ("label", "simclr")
-RECIPES = ("core", "released")
-#: Resolved numeric precision of the forward pass (``bf16``: autocast, loss in float32).
-PRECISIONS = ("fp32", "bf16")
-#: ``random`` initialisation or ``nc``: started from a (near-)Neural-Collapse checkpoint.
-INITS = ("random", "nc")
-
-#: Per-method defaults of the fields left ``None`` (see the module docstring).
-METHOD_DEFAULTS: dict[str, dict[str, Any]] = {
-    "SCL": dict(views="label", head="hcl", normalization="ball", tau=1.0, lr=1e-3, weight_decay=0.0),
-    "HSCL": dict(views="label", head="hcl", normalization="ball", tau=1.0, lr=1e-3, weight_decay=0.0),
-    "UCL": dict(views="label", head="hcl", normalization="ball", tau=1.0, lr=1e-3, weight_decay=1e-6),
-    "HUCL": dict(views="label", head="hcl", normalization="ball", tau=1.0, lr=1e-3, weight_decay=1e-6),
-    "InfoNCE": dict(
-        views="simclr", head="weince", normalization="sphere", tau=0.5, lr=3e-4, weight_decay=0.0
-    ),
-    "WeiNCE": dict(views="simclr", head="weince", normalization="sphere", tau=0.5, lr=3e-4, weight_decay=0.0),
-}
+__all__ = ["TrainConfig"]
 
 
 def _is_int(v: Any) -> bool:
@@ -153,7 +126,7 @@ class TrainConfig:
     method: str = "SCL"
     beta: float = 0.0
     estimator: str = "sampled"
-    num_negatives: int = 256
+    num_negatives: int = NUM_NEGATIVES
     tau: float | None = None
     normalization: str | None = None
     views: str | None = None
@@ -236,7 +209,7 @@ class TrainConfig:
                 f"init={self.init!r}, init_from={self.init_from!r}"
             )
         if self.method in HCL_METHODS:
-            hard = HCL_METHODS[self.method][1]
+            hard = METHODS[self.method].hard
             if hard and not self.beta > 0:
                 raise ValueError(f"beta must be > 0 for method {self.method!r}, got {self.beta}")
             if not hard and self.beta != 0:
@@ -263,10 +236,10 @@ class TrainConfig:
                 the balanced sampler's default; default the dataset's known class count.
         """
         C = _NUM_CLASSES[self.dataset] if num_classes is None else num_classes
-        d = METHOD_DEFAULTS[self.method]
+        d = METHODS[self.method]
         arch = self.arch or ("smallcnn" if self.dataset == "digits" else "resnet18")
-        head = self.head or d["head"]
-        out = HEADS[head][0](C) if self.out_dim is None else self.out_dim
+        head = self.head or d.head
+        out = default_out_dim(head, C) if self.out_dim is None else self.out_dim
         if head == "identity":
             out = None
         spc = self.samples_per_class
@@ -278,13 +251,13 @@ class TrainConfig:
         return dataclasses.replace(
             self,
             arch=arch,
-            tau=d["tau"] if self.tau is None else self.tau,
-            normalization=self.normalization or d["normalization"],
-            views=self.views or d["views"],
+            tau=d.tau if self.tau is None else self.tau,
+            normalization=self.normalization or d.normalization,
+            views=self.views or d.views,
             head=head,
             out_dim=out,
-            lr=d["lr"] if self.lr is None else self.lr,
-            weight_decay=d["weight_decay"] if self.weight_decay is None else self.weight_decay,
+            lr=d.lr if self.lr is None else self.lr,
+            weight_decay=d.weight_decay if self.weight_decay is None else self.weight_decay,
             samples_per_class=spc,
             stem=stem,
         )
@@ -292,7 +265,7 @@ class TrainConfig:
     @property
     def setting(self) -> str | None:
         """``supervised`` / ``unsupervised`` for the HCL family, ``None`` for two-view losses."""
-        return HCL_METHODS[self.method][0] if self.method in HCL_METHODS else None
+        return METHODS[self.method].setting
 
     @property
     def two_views(self) -> bool:

@@ -3,7 +3,7 @@
 :func:`train_run` trains the run of a :class:`realdata.training.config.TrainConfig` and stores its table
 in a results folder (:mod:`realdata.training.store`): one row per recorded epoch (0 = the initialisation,
 every ``eval_every`` epochs and the last), the config columns, ``run_key``, ``epoch`` and the
-metric columns of :data:`realdata.evaluation.metrics.METRIC_COLUMNS` (plus ``class_means`` with
+metric columns: :data:`TRAINING_COLUMNS`, the metric row of :func:`theory.collapse.metric_row` (plus ``class_means`` with
 ``record_means``). WeiNCE runs also store their per-anchor gate values (:func:`realdata.training.store.gate_file`).
 
 **A step.** The whole dataset sits on the device as ``uint8``; the batch order comes from the
@@ -38,8 +38,9 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from realdata.evaluation.metrics import METRIC_COLUMNS, closed_form_optimum, encode_means, epoch_metrics
-from realdata.inputs.pipeline import Streams, Views, epoch_batches, recorded_epochs
+from realdata.datasets import load_dataset
+from realdata.evaluation.metrics import epoch_metrics
+from realdata.inputs.pipeline import Streams, Views, run_batches
 from realdata.training import store
 from realdata.training.checkpoint import load_checkpoint, save_checkpoint
 from realdata.training.config import TrainConfig
@@ -47,8 +48,31 @@ from realdata.training.distributed import SINGLE, World, rank_slice
 from realdata.training.models import build_model
 from realdata.training.objective import build_loss
 from realdata.training.step import TrainStep
+from synthetic.engine.data import stream_seed
+from synthetic.store.schema import encode_class_means, recorded_epochs
+from theory.hcl import nc_optimum
+from theory.options import DDP_LOSS_MODES
+from theory.validation import one_of
 
-__all__ = ["RunOptions", "RunOutcome", "train_run", "load_encoder", "GATE_COLUMNS"]
+__all__ = ["TRAINING_COLUMNS", "RunOptions", "RunOutcome", "train_run", "load_encoder", "GATE_COLUMNS"]
+
+#: The columns of a real-data run's table besides the metric row (``theory.collapse.ROW_COLUMNS``
+#: and the spectrum): the epoch's training loss, skipped steps, the closed-form NC value and the gap
+#: to it, WeiNCE's gate statistics and the released recipe's ``beta_t`` (NaN for the other
+#: methods), and the epoch's time and throughput (docs/realdata.md).
+TRAINING_COLUMNS = (
+    "loss",
+    "skipped_steps",
+    "optimum",
+    "gap_to_optimum",
+    "lambda_mean",
+    "lambda_rho_mean",
+    "lambda_aic_mean",
+    "daic_median",
+    "beta_t",
+    "epoch_seconds",
+    "views_per_second",
+)
 
 #: Columns of a WeiNCE run's gate table (one row per sampled anchor and epoch).
 GATE_COLUMNS = ("epoch", "lambda", "lambda_rho", "lambda_aic", "daic")
@@ -144,7 +168,7 @@ def _build(cfg: TrainConfig, C: int, channels: int, channels_last: bool) -> nn.M
         in_channels=channels,
         width=cfg.width,
         channels_last=channels_last,
-        seed=cfg.seed,
+        seed=stream_seed(cfg.seed, "init"),
     )
 
 
@@ -199,11 +223,8 @@ def train_run(
             size the data or the number of processes cannot serve.
     """
     t_start = time.perf_counter()
-    if options.ddp_loss not in ("local", "replicated"):
-        raise ValueError(f"ddp_loss must be 'local' or 'replicated', got {options.ddp_loss!r}")
+    one_of("ddp_loss", options.ddp_loss, DDP_LOSS_MODES)
     if dataset is None:
-        from realdata.datasets import load_dataset
-
         dataset = load_dataset(config.dataset, root, download=download)
     C, channels = int(dataset.num_classes), int(dataset.channels)
     cfg = config.resolved(C)
@@ -256,7 +277,17 @@ def train_run(
     objective = build_loss(cfg, world, options.ddp_loss)
     streams = Streams.create(cfg.seed, device, world.rank)
     bf16 = cfg.precision == "bf16"
-    optimum = closed_form_optimum(cfg, C)
+    optimum = math.nan  # the identity head (out_dim None): z is the backbone's feature, no closed form used
+    if cfg.out_dim is not None:
+        optimum = nc_optimum(
+            cfg.setting,
+            C,
+            d=cfg.out_dim,
+            normalization=str(cfg.normalization),
+            tau=float(cfg.tau),  # type: ignore[arg-type]
+            num_negatives=cfg.num_negatives,
+            estimator=cfg.estimator,
+        )
     record_at = set(recorded_epochs(cfg.epochs, cfg.eval_every))
     rows: list[dict[str, Any]] = []
     gate_rows: list[pd.DataFrame] = []
@@ -285,13 +316,13 @@ def train_run(
             autocast_bf16=bf16,
         )
         row: dict[str, Any] = {**cfg.to_dict(), "run_key": key, "epoch": epoch}
-        vals = {c: float("nan") for c in METRIC_COLUMNS}
-        vals.update(em.values)
+        vals = {c: float("nan") for c in TRAINING_COLUMNS}
         vals.update(loss=loss, skipped_steps=float(skipped), optimum=optimum, gap_to_optimum=loss - optimum)
         vals.update(extra)
         row.update(vals)
+        row.update(em.values)
         if cfg.record_means:
-            row["class_means"] = encode_means(em.class_means)
+            row["class_means"] = encode_class_means(em.class_means)
         rows.append(row)
 
     def fail(epoch: int, reason: str) -> RunOutcome:
@@ -355,7 +386,7 @@ def train_run(
     step = TrainStep(train_model, views, objective, opt, streams, bf16)
     for epoch in range(start + 1, cfg.epochs + 1):
         t0 = time.perf_counter()
-        batches = epoch_batches(cfg, labels_cpu, streams.order)
+        batches = run_batches(cfg, labels_cpu, streams.order)
         log.close()
         log = _Log(
             len(batches),
@@ -464,7 +495,7 @@ def train_run(
 
 def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     frame = pd.DataFrame(rows)
-    cfg_cols = [c for c in frame.columns if c not in ("run_key", "epoch", *METRIC_COLUMNS, "class_means")]
-    metric = [c for c in METRIC_COLUMNS if c in frame.columns]
+    cfg_cols = list(frame.columns[: list(frame.columns).index("run_key")])
+    metric = [c for c in frame.columns if c not in (*cfg_cols, "run_key", "epoch", "class_means")]
     tail = ["class_means"] if "class_means" in frame.columns else []
     return frame[cfg_cols + ["run_key", "epoch", *metric, *tail]]

@@ -19,19 +19,21 @@ Backbones (:data:`ARCHS`):
 * ``smallcnn``: three 3x3 convolutions with batch norm for the 8x8 greyscale digits
   (``h`` of ``4 * width`` dimensions).
 
-Heads (:data:`HEADS`):
+Heads (:data:`theory.options.HEADS`):
 
 * ``hcl``, the hard-negative authors' head: ``Linear(feat, 512, bias=False) -> BatchNorm1d(512)
   -> ReLU -> Linear(512, d)``, ``d = C - 1`` by default (the smallest dimension that holds a
   simplex ETF), normalisation ``ball`` by default (arXiv 2311.05139, Sec. 5);
 * ``weince``, the WeiNCE projector: ``Linear(feat, hidden, bias=False) -> ReLU ->
-  Linear(hidden, 64, bias=False)``, no batch norm, ``hidden = feat`` (512 for ResNet-18), no
-  normalisation (the loss normalises; arXiv 2606.00262, Sec. 5);
+  Linear(hidden, 64, bias=False)``, no batch norm, ``hidden = feat`` (512 for ResNet-18),
+  normalisation ``sphere`` by default (the loss uses cosines, so this only fixes the metrics'
+  ``z``; arXiv 2606.00262, Sec. 5);
 * ``identity``: ``z = h``.
 
-Normalisations (:func:`normalize_embedding`): ``none``; ``ball``, ``z * min(1, 1/||z||)`` (the
-unit-ball projection of the authors' code); ``sphere``, ``z / ||z||`` (0 stays 0). They run in
-at least float32, so under bf16 autocast ``z`` comes back in float32.
+Normalisations: :func:`theory.geometry.normalize` (``none``; ``ball``, ``z * min(1, 1/||z||)``, the
+unit-ball projection of the authors' code; ``sphere``, ``z / ||z||``, 0 stays 0), in at least
+float32, so under bf16 autocast ``z`` comes back in float32. A head's default normalisation is
+that of the methods whose authors use it (:func:`default_normalization`).
 """
 
 from __future__ import annotations
@@ -40,17 +42,18 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from torchvision.models import resnet18, resnet50
 
+from theory.geometry import normalize
+from theory.options import HEADS, METHODS, NORMALIZATIONS, STEMS
+from theory.validation import one_of
+
 __all__ = [
     "ModelOutput",
-    "NORMALIZATIONS",
-    "STEMS",
     "ARCHS",
-    "HEADS",
-    "normalize_embedding",
+    "default_out_dim",
+    "default_normalization",
     "default_stem",
     "resnet_backbone",
     "SmallCNN",
@@ -60,8 +63,6 @@ __all__ = [
     "build_model",
 ]
 
-NORMALIZATIONS = ("none", "ball", "sphere")
-STEMS = ("cifar", "imagenet")
 _DATASET_STEMS = {"cifar10": "cifar", "cifar100": "cifar", "tiny-imagenet": "imagenet",
                   "stl10": "imagenet"}  # fmt: skip
 
@@ -76,27 +77,6 @@ class ModelOutput(NamedTuple):
 
     h: torch.Tensor
     z: torch.Tensor
-
-
-def normalize_embedding(z: torch.Tensor, normalization: str, eps: float = 1e-12) -> torch.Tensor:
-    """Project embeddings: ``none``, ``ball`` ``z min(1, 1/||z||)`` or ``sphere`` ``z/||z||``.
-
-    ``sphere`` maps 0 to 0 (``||z||`` clamped below by ``eps``); both stay differentiable with
-    finite gradients at 0. Half-precision input is computed and returned in float32.
-
-    Shape:
-        ``(B, d)`` -> ``(B, d)``.
-    """
-    if normalization not in NORMALIZATIONS:
-        raise ValueError(f"normalization must be one of {NORMALIZATIONS}, got {normalization!r}")
-    if z.dtype in (torch.float16, torch.bfloat16):
-        z = z.float()
-    if normalization == "none":
-        return z
-    if normalization == "sphere":
-        return F.normalize(z, dim=1, eps=eps)
-    norm = torch.linalg.vector_norm(z, dim=1, keepdim=True)
-    return z / norm.clamp_min(1.0)
 
 
 def default_stem(dataset: str | None = None, image_size: int | None = None) -> str:
@@ -133,8 +113,7 @@ def resnet_backbone(depth: int = 18, stem: str = "cifar", in_channels: int = 3) 
     builders = {18: resnet18, 50: resnet50}
     if depth not in builders:
         raise ValueError(f"depth must be 18 or 50, got {depth!r}")
-    if stem not in STEMS:
-        raise ValueError(f"stem must be one of {STEMS}, got {stem!r}")
+    one_of("stem", stem, STEMS)
     net = builders[depth](weights=None)
     feat = net.fc.in_features
     if stem == "cifar":
@@ -246,8 +225,7 @@ class ContrastiveModel(nn.Module):
         channels_last: bool = False,
     ) -> None:
         super().__init__()
-        if normalization not in NORMALIZATIONS:
-            raise ValueError(f"normalization must be one of {NORMALIZATIONS}, got {normalization!r}")
+        one_of("normalization", normalization, NORMALIZATIONS)
         self.backbone = backbone
         self.head = head
         self.normalization = normalization
@@ -266,8 +244,15 @@ class ContrastiveModel(nn.Module):
         return self.backbone(x)
 
     def project(self, h: torch.Tensor) -> torch.Tensor:
-        """The normalised projection ``z`` of backbone features, ``(B, out_dim)``."""
-        return normalize_embedding(self.head(h), self.normalization)
+        """The normalised projection ``z`` of backbone features, ``(B, out_dim)``, in at least float32.
+
+        :func:`theory.geometry.normalize` of the head's output, which is first cast to float32
+        when it is half precision (under bf16 autocast), so the losses see float32 ``z``.
+        """
+        z = self.head(h)
+        if z.dtype in (torch.float16, torch.bfloat16):
+            z = z.float()
+        return normalize(z, self.normalization)
 
     def forward(self, x: torch.Tensor) -> ModelOutput:
         """``(h, z)`` of images ``(B, C, H, W)``."""
@@ -307,12 +292,29 @@ ARCHS: dict[str, Callable[..., nn.Module]] = {
     "smallcnn": _smallcnn,
 }
 
-#: name -> ``(default out_dim(num_classes), default normalization)`` of each head.
-HEADS: dict[str, tuple[Callable[[int], int | None], str]] = {
-    "hcl": (lambda C: C - 1, "ball"),
-    "weince": (lambda C: 64, "none"),
-    "identity": (lambda C: None, "none"),
-}
+#: Output dimension of the WeiNCE projector (arXiv 2606.00262, Sec. 5).
+WEINCE_OUT_DIM = 64
+
+
+def default_out_dim(head: str, num_classes: int) -> int | None:
+    """The default ``d`` of a head.
+
+    ``C - 1`` for ``hcl`` (the smallest dimension holding a simplex ETF), 64 for ``weince``, None
+    for ``identity`` (``z = h``).
+    """
+    one_of("head", head, HEADS)
+    return {"hcl": num_classes - 1, "weince": WEINCE_OUT_DIM, "identity": None}[head]
+
+
+def default_normalization(head: str) -> str:
+    """The default normalisation of a head: that of the methods whose authors use it.
+
+    From :data:`theory.options.METHODS`: ``ball`` for ``hcl``, ``sphere`` for ``weince``; ``none``
+    for ``identity``.
+    """
+    one_of("head", head, HEADS)
+    norms = {m.normalization for m in METHODS.values() if m.head == head}
+    return norms.pop() if len(norms) == 1 else "none"
 
 
 def build_model(
@@ -333,10 +335,11 @@ def build_model(
 
     Args:
         arch: one of :data:`ARCHS`.
-        head: one of :data:`HEADS` (``hcl``, ``weince``, ``identity``).
+        head: one of :data:`theory.options.HEADS` (``hcl``, ``weince``, ``identity``).
         num_classes: ``C`` of the dataset (sets the ``hcl`` default ``d = C - 1``).
-        normalization: ``none`` / ``ball`` / ``sphere``; default per head (``hcl``: ``ball``,
-            others ``none``).
+        normalization: ``none`` / ``ball`` / ``sphere``; default per head
+            (:func:`default_normalization`: ``hcl`` ``ball``, ``weince`` ``sphere``,
+            ``identity`` ``none``).
         out_dim: ``d``; default per head (``C - 1``, 64, or ``feat_dim`` for ``identity``).
         hidden_dim: hidden width of the head; default 512 (``hcl``) or ``feat_dim``
             (``weince``).
@@ -353,16 +356,13 @@ def build_model(
     """
     if arch not in ARCHS:
         raise ValueError(f"arch must be one of {sorted(ARCHS)}, got {arch!r}")
-    if head not in HEADS:
-        raise ValueError(f"head must be one of {sorted(HEADS)}, got {head!r}")
+    one_of("head", head, HEADS)
     if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
         raise ValueError(f"num_classes must be an integer >= 2, got {num_classes!r}")
     if stem is not None and stem not in STEMS:
         raise ValueError(f"stem must be one of {STEMS}, got {stem!r}")
-    default_dim, default_norm = HEADS[head]
-    norm = default_norm if normalization is None else normalization
-    if norm not in NORMALIZATIONS:
-        raise ValueError(f"normalization must be one of {NORMALIZATIONS}, got {normalization!r}")
+    norm = default_normalization(head) if normalization is None else normalization
+    one_of("normalization", norm, NORMALIZATIONS)
     for name, v in (("out_dim", out_dim), ("hidden_dim", hidden_dim)):
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
             raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
@@ -377,7 +377,7 @@ def build_model(
         if head == "identity":
             d, g = feat, nn.Identity()
         else:
-            resolved = default_dim(num_classes) if out_dim is None else out_dim
+            resolved = default_out_dim(head, num_classes) if out_dim is None else out_dim
             assert resolved is not None  # only the identity head has no default
             d = resolved
             if head == "hcl":

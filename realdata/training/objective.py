@@ -62,16 +62,23 @@ from typing import Any
 import torch
 from torch import nn
 
-# TODO(options): the views ("label", "simclr") are not in theory.options; realdata's config holds them
-from realdata.training.config import VIEWS
 from realdata.training.distributed import SINGLE, World
-from theory.options import ESTIMATORS, HCL_TAU, METHODS, NUM_NEGATIVES, RECIPES, TWO_VIEW_METHODS
+from theory.hcl import contrastive_loss
+from theory.infonce import info_nce
+from theory.options import (
+    DDP_LOSS_MODES,
+    ESTIMATORS,
+    HCL_TAU,
+    METHODS,
+    NUM_NEGATIVES,
+    RECIPES,
+    TWO_VIEW_METHODS,
+    VIEWS,
+)
 from theory.validation import one_of
+from theory.weince import WeiNCELoss
 
-__all__ = ["MODES", "LossSpec", "StepLoss", "Objective", "build_loss"]
-
-#: How a multi-process run evaluates the loss (see the module docstring).
-MODES = ("local", "replicated")  # TODO(options): the DDP modes are not in theory.options
+__all__ = ["LossSpec", "StepLoss", "Objective", "build_loss"]
 
 
 @dataclass(frozen=True)
@@ -84,25 +91,27 @@ class LossSpec:
         tau: temperature.
         estimator: one of :data:`theory.options.ESTIMATORS` (HCL family).
         num_negatives: ``K`` of the sampled estimator.
-        views: ``label`` or ``simclr`` (:data:`realdata.training.config.VIEWS`).
+        views: one of :data:`theory.options.VIEWS` (``label`` or ``simclr``).
         recipe: one of :data:`theory.options.RECIPES` (WeiNCE).
     """
 
     method: str
     beta: float = 0.0
     tau: float = HCL_TAU
-    estimator: str = "sampled"  # TODO(options): realdata's default estimator (the authors' K draws)
+    estimator: str = "sampled"  # the authors' K draws (TrainConfig's default)
     num_negatives: int = NUM_NEGATIVES
-    views: str = "label"  # TODO(options): realdata's default views
-    recipe: str = "core"  # TODO(options): the default recipe
+    views: str = "label"
+    recipe: str = "core"
 
     def __post_init__(self) -> None:
         one_of("method", self.method, METHODS)
         one_of("views", self.views, VIEWS)
         one_of("estimator", self.estimator, ESTIMATORS)
         one_of("recipe", self.recipe, RECIPES)
-        if self.method in TWO_VIEW_METHODS and self.views != "simclr":
-            raise ValueError(f"views must be 'simclr' for {self.method}, got {self.views!r}")
+        if self.method in TWO_VIEW_METHODS and self.views != METHODS[self.method].views:
+            raise ValueError(
+                f"views must be {METHODS[self.method].views!r} for {self.method}, got {self.views!r}"
+            )
         if not (isinstance(self.tau, (int, float)) and math.isfinite(self.tau) and self.tau > 0):
             raise ValueError(f"tau must be a finite number > 0, got {self.tau!r}")
 
@@ -143,14 +152,12 @@ class Objective(nn.Module):
 
     def __init__(self, spec: LossSpec, world: World = SINGLE, mode: str = "local") -> None:
         super().__init__()
-        one_of("mode", mode, MODES)
+        one_of("mode", mode, DDP_LOSS_MODES)
         self.spec = spec
         self.world = world
         self.mode = "replicated" if (spec.method == "WeiNCE" and spec.recipe == "released") else mode
         self.criterion: Any = None  # theory.weince.WeiNCELoss for WeiNCE
         if spec.method == "WeiNCE":
-            from theory.weince import WeiNCELoss
-
             # check_inputs=False: no host synchronisation per step (the loop checks the epoch loss)
             self.criterion = WeiNCELoss(tau=spec.tau, recipe=spec.recipe, check_inputs=False)  # type: ignore[arg-type]
 
@@ -224,8 +231,6 @@ class Objective(nn.Module):
         spec = self.spec
         setting = METHODS[spec.method].setting
         if setting is not None:  # the hard-negative family
-            from theory.hcl import contrastive_loss
-
             kw: dict[str, Any] = dict(
                 setting=setting,
                 beta=spec.beta,
@@ -248,8 +253,6 @@ class Objective(nn.Module):
             return loss, None, None
         assert z2 is not None  # two views (checked in forward)
         if spec.method == "InfoNCE":
-            from theory.infonce import info_nce
-
             loss = info_nce(z1, z2, tau=spec.tau, anchors=anchors)
             return loss, None, None
         assert self.criterion is not None

@@ -13,9 +13,12 @@ A real-data results folder has the layout of the synthetic store (:mod:`syntheti
     FOLDER/checkpoints/<run_key>.pt      the resumable training state (every N epochs; removed once stored)
     FOLDER/checkpoints/<run_key>.final.pt  the trained encoder at the last epoch
 
-Every file is written atomically (temporary file, fsync, rename); a run file carries the store's
-completion record (row count, epochs, sha256), so an incomplete or corrupt one is never read as a
-result. Every call into :mod:`synthetic.store.read` made by the real-data package lives here.
+Every file is written atomically (temporary file, fsync, rename:
+:func:`synthetic.store.folders.atomic_write_text`); a run file carries the store's completion
+record (row count, epochs, sha256), so an incomplete or corrupt one is never read as a result. The
+store knows no config class (a run frame describes itself), so the real-data runs use it as they
+are: this module adds the real-data files (checkpoints, gate tables) and the failure record's
+fields.
 """
 
 from __future__ import annotations
@@ -26,8 +29,12 @@ from typing import Any
 
 import pandas as pd
 
+from synthetic.store import failures as store_failures
+from synthetic.store import tables as store_tables
+from synthetic.store.folders import RUNS_SUBDIR, atomic_write_text
+from synthetic.store.runs import finished_keys, read_run, write_run
+
 __all__ = [
-    "run_file",
     "checkpoint_file",
     "final_checkpoint_file",
     "gate_file",
@@ -42,8 +49,6 @@ __all__ = [
     "failures",
     "load",
     "write_table",
-    "atomic_write_text",
-    "atomic_write_bytes",
 ]
 
 
@@ -51,27 +56,6 @@ def _folder(folder: str | os.PathLike) -> Path:
     if not isinstance(folder, (str, os.PathLike)) or str(folder) == "":
         raise ValueError(f"results must be a non-empty path, got {folder!r}")
     return Path(folder)
-
-
-def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
-    """Write ``text`` atomically (the store's writer)."""
-    from synthetic.store.folders import atomic_write_text as write
-
-    return write(path, text)
-
-
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
-    """Write ``data`` atomically (the store's writer: temporary file, fsync, rename)."""
-    from synthetic.store.folders import atomic_write_bytes as write
-
-    return write(path, data)
-
-
-def run_file(folder: str | os.PathLike, key: str) -> Path:
-    """The stored run ``key`` (exists once the run finished)."""
-    from synthetic.store.runs import run_path
-
-    return run_path(_folder(folder), key)
 
 
 def checkpoint_file(folder: str | os.PathLike, key: str) -> Path:
@@ -91,9 +75,7 @@ def gate_file(folder: str | os.PathLike, key: str) -> Path:
 
 def done_keys(folder: str | os.PathLike) -> set[str]:
     """Keys of the complete, verified runs stored in ``folder``."""
-    from synthetic.store.runs import finished_keys
-
-    return set(finished_keys(_folder(folder))) if (_folder(folder) / "runs").is_dir() else set()
+    return set(finished_keys(_folder(folder))) if (_folder(folder) / RUNS_SUBDIR).is_dir() else set()
 
 
 def is_done(folder: str | os.PathLike, key: str) -> bool:
@@ -109,19 +91,14 @@ def write_result(folder: str | os.PathLike, frame: pd.DataFrame, expected: list[
         frame: the run's rows.
         expected: the epochs a complete run records (default: the frame's own epochs).
     """
-    from synthetic.store.failures import clear_failure
-    from synthetic.store.runs import write_run
-
     want = [int(e) for e in frame["epoch"]] if expected is None else expected
     path = write_run(_folder(folder), frame, expected=want)
-    clear_failure(_folder(folder), str(frame["run_key"].iloc[0]))
+    store_failures.clear_failure(_folder(folder), str(frame["run_key"].iloc[0]))
     return path
 
 
 def read_result(folder: str | os.PathLike, key: str) -> pd.DataFrame:
     """Read the stored run ``key`` (FileNotFoundError naming the file if absent)."""
-    from synthetic.store.runs import read_run
-
     return read_run(_folder(folder), key)
 
 
@@ -140,8 +117,6 @@ def write_failure(
     folder: str | os.PathLike, key: str, config: dict[str, Any], epoch: int, reason: str
 ) -> Path:
     """Record that run ``key`` failed (non-finite parameters, embeddings or loss)."""
-    from synthetic.store.failures import write_failure as write
-
     info = {
         "config": config,
         "epoch": int(epoch),
@@ -149,7 +124,7 @@ def write_failure(
         "exception": "NonFiniteRun",
         "traceback": "",
     }
-    return write(_folder(folder), key, info)
+    return store_failures.write_failure(_folder(folder), key, info)
 
 
 def failure(folder: str | os.PathLike, key: str) -> dict[str, Any] | None:
@@ -159,20 +134,14 @@ def failure(folder: str | os.PathLike, key: str) -> dict[str, Any] | None:
 
 def failures(folder: str | os.PathLike) -> dict[str, dict[str, Any]]:
     """Every failure record under ``folder``, by run key."""
-    from synthetic.store.failures import read_failures
-
-    return dict(read_failures(_folder(folder)))
+    return dict(store_failures.read_failures(_folder(folder)))
 
 
 def load(folder: str | os.PathLike, keys: list[str] | None = None) -> pd.DataFrame:
     """The tidy table of the runs stored in ``folder`` (empty DataFrame when none)."""
-    from synthetic.store.tables import load_table
-
-    return load_table(_folder(folder), keys)
+    return store_tables.load_table(_folder(folder), keys)
 
 
 def write_table(folder: str | os.PathLike) -> Path | None:
     """Write ``FOLDER/table.csv`` from the run files (None when nothing is stored)."""
-    from synthetic.store.tables import write_table as write
-
-    return write(_folder(folder))
+    return store_tables.write_table(_folder(folder))

@@ -12,6 +12,7 @@ from typing import Any
 
 import tomllib
 
+from synthetic.sweep.grids import grid_files
 from theory import claims as records
 
 __all__ = ["CLAIM_GRIDS", "CLAIMS", "criteria", "command"]
@@ -49,7 +50,6 @@ def criteria(claim_id: str) -> dict[str, Any]:
     """
     if claim_id not in CLAIM_GRIDS:
         raise ValueError(f"claim_id must be one of {list(CLAIM_GRIDS)}, got {claim_id!r}")
-    from synthetic.sweep.grids import grid_files
 
     path = grid_files()[CLAIM_GRIDS[claim_id]]
     table = tomllib.loads(path.read_text(encoding="utf-8")).get("claim", {})

@@ -29,6 +29,7 @@ from synthetic.claims.rows import (
     with_available,
 )
 from theory.claims import Evidence, SubCheck, Verdict
+from theory.options import POSITIVES
 
 __all__ = ["JUDGES", "judge_s1", "judge_s2", "judge_s3", "judge_s4", "judge_r4", "judge_r5"]
 
@@ -203,7 +204,7 @@ def _scl_settings(agg: pd.DataFrame, cols: Sequence[str]) -> list[str]:
 def judge_s2(runs: pd.DataFrame, crit: dict[str, Any]) -> Result:
     """S2: every label-positive setting at NC, no noise-positive setting at NC."""
     agg, by = _prepare(runs, crit)
-    if "positives" not in agg.columns or set(agg["positives"]) != {"label", "noise"}:
+    if "positives" not in agg.columns or set(agg["positives"]) != set(POSITIVES):
         return Verdict.NOT_RUN, [], [], "needs both label and noise positives"
     cols = [c for c in _setting_cols(by) if c != "positives"]
     subs = []

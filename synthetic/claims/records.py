@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 
 from synthetic.claims.criteria import _FIGURES, CLAIM_GRIDS, command, criteria, criterion_text
+from synthetic.claims.judges import JUDGES
 from synthetic.claims.rows import (
     aggregate,
     is_dc,
@@ -57,8 +58,6 @@ def judge(table: pd.DataFrame, *, results: str = "results", scale: str = "defaul
         One record per claim and stored grid folder (each scale apart), in
         :data:`CLAIM_GRIDS` order; a NOT RUN record (with the command) for a claim without runs.
     """
-    from synthetic.claims.judges import JUDGES
-
     if not isinstance(table, pd.DataFrame):
         raise ValueError(f"table must be a DataFrame, got {type(table).__name__}")
     out: list[records.Claim] = []

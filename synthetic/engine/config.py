@@ -12,8 +12,8 @@ the config once those are resolved).
 The design of the synthetic study is the project's own (docs/claims.md#synthetic-claims; the paper does not state its synthetic setup);
 defaults follow the authors' code where it has one (mean-form InfoNCE, tau = 1, K = 256, Adam
 lr 1e-3, weight decay 0, d = C - 1; docs/claims.md). The method table, the option literals
-and the loss defaults come from :mod:`theory.options` (the single source); this module adds the
-synthetic-only choices (positives, encoders, centres, dtypes).
+(positives, encoders, centres, dtypes, initialisations included) and the loss defaults come
+from :mod:`theory.options`, the single source.
 """
 
 from __future__ import annotations
@@ -25,33 +25,23 @@ from typing import Any
 
 from synthetic.store.keys import run_key
 from theory.options import (
+    CENTRES,
+    DTYPES,
+    ENCODERS,
     ESTIMATORS,
     HCL_METHODS,
     HCL_TAU,
+    INITS,
     MARGIN,
     METHODS,
     NORMALIZATIONS,
     NUM_NEGATIVES,
+    POSITIVES,
     PSI_FORMS,
     TWO_VIEW_METHODS,
 )
 
-__all__ = [
-    "POSITIVES",
-    "ENCODERS",
-    "CENTRES",
-    "DTYPES",
-    "INITS",
-    "RunConfig",
-]
-
-POSITIVES = ("label", "noise")
-ENCODERS = ("free", "linear", "mlp")
-CENTRES = ("random", "orthogonal")
-DTYPES = ("float32", "float64")
-#: How a run's parameters start: a fresh random initialisation, or the final state of a source
-#: run trained to Neural Collapse (claim R4, :meth:`RunConfig.source_config`).
-INITS = ("random", "nc")
+__all__ = ["RunConfig"]
 
 #: Fields added after results were first stored: at these values they are left out of the hashed
 #: identity, so every run stored before they existed keeps its key.

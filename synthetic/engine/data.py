@@ -35,6 +35,7 @@ __all__ = [
     "SyntheticData",
     "stream_seed",
     "run_generators",
+    "epoch_batches",
     "class_centres",
     "gaussian_mixture",
     "make_data",
@@ -42,18 +43,43 @@ __all__ = [
     "noise_like",
 ]
 
-#: Named random streams of one run, each an independent torch.Generator.
-STREAMS = ("data", "init", "order", "step", "eval")
+#: Named random streams of a run, each an independent torch.Generator: the synthetic engine's
+#: (``data``, ``init``, ``order``, ``step``, ``eval``) and the real-data runs' (``init``, ``order``,
+#: ``views``, ``negatives``). A stream's index in this tuple enters its seed: new streams are
+#: appended, never inserted.
+STREAMS = ("data", "init", "order", "step", "eval", "views", "negatives")
 
 
-def stream_seed(seed: int, stream: str) -> int:
-    """63-bit seed of a named stream, from ``numpy.random.SeedSequence([seed, index])``."""
+def stream_seed(seed: int, stream: str, rank: int = 0) -> int:
+    """63-bit seed of a named stream: the one seed rule of both experiment stacks.
+
+    ``numpy.random.SeedSequence([seed, index of stream, rank])``; ``rank`` tells apart the
+    processes of a DDP job that draw a stream each (0 for a single process, whose entropy
+    ``[seed, index, 0]`` is that of ``[seed, index]``: SeedSequence pads with zeros).
+    """
     if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
         raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
+    if not isinstance(rank, (int, np.integer)) or isinstance(rank, bool) or rank < 0:
+        raise ValueError(f"rank must be an integer >= 0, got {rank!r}")
     if stream not in STREAMS:
         raise ValueError(f"stream must be one of {STREAMS}, got {stream!r}")
-    state = np.random.SeedSequence([int(seed), STREAMS.index(stream)]).generate_state(2, np.uint32)
+    entropy = [int(seed), STREAMS.index(stream)] + ([int(rank)] if rank else [])
+    state = np.random.SeedSequence(entropy).generate_state(2, np.uint32)
     return int((int(state[0]) << 31) ^ int(state[1]))
+
+
+def epoch_batches(N: int, batch_size: int, generator: torch.Generator) -> torch.Tensor:
+    """Index batches ``(steps, b)`` of one epoch: the one batch rule of both experiment stacks.
+
+    A full batch (``batch_size`` 0 or ``>= N``) is ``arange(N)[None]`` and draws nothing;
+    otherwise a fresh permutation of ``range(N)`` (drawn from ``generator``, on its device) cut
+    into ``N // batch_size`` batches (``drop_last``, as the authors' loaders).
+    """
+    if batch_size == 0 or batch_size >= N:
+        return torch.arange(N)[None]
+    perm = torch.randperm(N, generator=generator, device=generator.device)
+    steps = N // batch_size
+    return perm[: steps * batch_size].view(steps, batch_size)
 
 
 def run_generators(seed: int) -> dict[str, torch.Generator]:

@@ -45,8 +45,11 @@ import torch.nn.functional as F
 
 from synthetic.engine.config import RunConfig
 from synthetic.engine.data import noise_like, same_class_partners
+from theory.hcl import contrastive_loss
+from theory.infonce import info_nce
 from theory.options import HCL_METHODS, SETTINGS
 from theory.validation import one_of
+from theory.weince import weince_loss
 
 __all__ = ["CHUNK_ELEMENTS", "batched_contrastive_loss", "step_losses"]
 
@@ -115,7 +118,6 @@ def batched_contrastive_loss(
         return _fused_expectation(
             z, labels, beta, setting, tau, psi, num_negatives, self_positive, positive_groups
         )
-    from theory.hcl import contrastive_loss
 
     gens = list(generators) if generators is not None else [None] * R
     if len(gens) != R:
@@ -229,10 +231,7 @@ class _FusedExpectation(torch.autograd.Function):
 
 def _two_view_loss(config: RunConfig, z1: torch.Tensor, z2: torch.Tensor) -> torch.Tensor:
     if config.method == "InfoNCE":
-        from theory.infonce import info_nce
-
         return info_nce(z1, z2, tau=config.tau)
-    from theory.weince import weince_loss
 
     return weince_loss(z1, z2, tau=config.tau, recipe="core")
 

@@ -60,84 +60,40 @@ import torch
 
 from synthetic.engine.adam import RunAdam, make_adam
 from synthetic.engine.config import RunConfig
-from synthetic.engine.data import make_data, run_generators
+from synthetic.engine.data import epoch_batches, make_data, run_generators
 from synthetic.engine.errors import non_finite
-from synthetic.engine.evaluation import (
-    RANK_COLUMNS,
-    Evaluator,
-)
+from synthetic.engine.evaluation import TRAINING_COLUMNS, Evaluator
 from synthetic.engine.models import ContrastiveModel, StackedModel, build_model, stack_models
 from synthetic.engine.objective import step_losses
 from synthetic.engine.plan import Group, plan, stack_key
+from synthetic.store.folders import atomic_write
 from synthetic.store.schema import EPOCH, RUN_KEY, recorded_epochs
+from theory.collapse import ROW_COLUMNS, spectrum_columns
 
 __all__ = [
-    "METRIC_COLUMNS",
     "STATE_DIR_ENV",
-    "ENGINE_COLUMNS",
     "metric_columns",
-    "epoch_batches",
     "train_runs",
     "train_run",
     "train_group",
     "train_stack",
 ]
 
-#: Metric columns of a run frame, in order, after :data:`RUN_KEY` and :data:`EPOCH` (written by
-#: ``synthetic.engine.train.train_run``; defined in docs/metrics.md). With ``record_means`` a
-#: ``class_means`` column follows them.
-METRIC_COLUMNS = (
-    "loss",
-    "skipped_steps",
-    "full_loss",
-    "optimum",
-    "gap_to_optimum",
-    "full_gap",
-    "unit_norm",
-    "zero_sum",
-    "etf_mean",
-    "etf_max",
-    "within_class_variation",
-    "nc1",
-    "nc2_equinorm",
-    "nc2_equiangularity",
-    "etf_error",
-    "effective_rank",
-    "rankme",
-    "spectrum_min",
-    "mean_norm",
-    "ncm_acc",
-    "train_ncm_acc",
-)
 #: Environment variable naming the folder where source states of ``init="nc"`` runs are kept.
 STATE_DIR_ENV = "SYNTHETIC_STATE_DIR"
-#: Metric columns the engine writes besides :data:`synthetic.store.schema.METRIC_COLUMNS` (then the
-#: ``spectrum_i`` columns and, with ``record_means``, ``class_means``); docs/metrics.md.
-ENGINE_COLUMNS = ("steps", *RANK_COLUMNS, "collision", "collision_nc", "init_key")
 
 
 def metric_columns(config: RunConfig) -> list[str]:
-    """The metric columns of a run's table, in order (after ``run_key`` and ``epoch``)."""
-    cols = list(METRIC_COLUMNS) + [c for c in ENGINE_COLUMNS if c not in METRIC_COLUMNS]
-    cols += [f"spectrum_{i}" for i in range(min(config.num_classes - 1, config.embed_dim))]
+    """The metric columns of a run's table, in order (after ``run_key`` and ``epoch``).
+
+    The training columns (:data:`synthetic.engine.evaluation.TRAINING_COLUMNS`), the metric row
+    (:data:`theory.collapse.ROW_COLUMNS`), the spectrum and, with ``record_means``,
+    ``class_means``.
+    """
+    cols = [*TRAINING_COLUMNS, *ROW_COLUMNS, *spectrum_columns(config.num_classes, config.embed_dim)]
     if config.record_means:
         cols.append("class_means")
     return cols
-
-
-def epoch_batches(N: int, batch_size: int, generator: torch.Generator) -> torch.Tensor:
-    """Index batches ``(steps, b)`` of one epoch (full batch: ``arange(N)[None]``, no draw)."""
-    if batch_size == 0 or batch_size >= N:
-        return torch.arange(N)[None]
-    perm = torch.randperm(N, generator=generator)
-    steps = N // batch_size
-    return perm[: steps * batch_size].view(steps, batch_size)
-
-
-# ------------------------------------------------------------------------------ failures
-
-
-# ------------------------------------------------------------------------------ source states
 
 
 def _state_dir(state_dir: str | os.PathLike | None) -> Path | None:
@@ -162,11 +118,9 @@ def _load_state(folder: Path | None, key: str) -> dict[str, torch.Tensor] | None
 def _save_state(folder: Path | None, source: RunConfig, state: dict[str, torch.Tensor]) -> None:
     if folder is None:
         return
-    folder.mkdir(parents=True, exist_ok=True)
     key = source.key()
-    tmp = folder / f".{key}.{os.getpid()}.pt.tmp"
-    torch.save({"key": key, "config": source.to_dict(), "state": state}, tmp)
-    os.replace(tmp, folder / f"{key}.pt")
+    blob = {"key": key, "config": source.to_dict(), "state": state}
+    atomic_write(folder / f"{key}.pt", lambda fh: torch.save(blob, fh))
 
 
 def _source_states(

@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 from synthetic.store.errors import StoreError, StoreNotWritable
 
@@ -33,6 +35,7 @@ __all__ = [
     "QUARANTINE_SUBDIR",
     "as_folder",
     "fsync_dir",
+    "atomic_write",
     "atomic_write_bytes",
     "atomic_write_text",
     "check_writable",
@@ -69,20 +72,27 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
-    """Write ``data`` to ``path`` atomically: temp file in the same folder, fsync, rename.
+def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], object]) -> Path:
+    """Write ``path`` atomically: ``write(file)`` into a temporary file in the same folder, fsync, rename.
 
-    A reader sees either the old file (or no file) or the complete new one, never a prefix.
-    The parent folder is created if needed. Returns the destination path.
+    The one atomic write of the project (run files, tables, records, caches, checkpoints, figures,
+    reports): a reader sees either the old file (or no file) or the complete new one, never a
+    prefix; a write that raises leaves no temporary file. The parent folder is created if needed
+    and ``fsync``-ed after the rename. Returns the destination path.
+
+    Args:
+        path: the destination.
+        write: called with the temporary file opened for binary writing (``fh.write(data)``,
+            ``torch.save(obj, fh)``, ``fig.savefig(fh, ...)``, ``np.savez(fh, ...)``).
     """
-    if not isinstance(data, (bytes, bytearray)):
-        raise ValueError(f"data must be bytes, got {type(data).__name__}")
+    if not callable(write):
+        raise ValueError(f"write must be callable, got {write!r}")
     dest = as_folder(path)
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.parent / f".{dest.name}.{os.getpid()}.{time.monotonic_ns()}{TEMP_SUFFIX}"
     try:
         with open(tmp, "wb") as fh:
-            fh.write(data)
+            write(fh)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, dest)
@@ -94,6 +104,13 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
         raise
     fsync_dir(dest.parent)
     return dest
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+    """:func:`atomic_write` of ``data``."""
+    if not isinstance(data, (bytes, bytearray)):
+        raise ValueError(f"data must be bytes, got {type(data).__name__}")
+    return atomic_write(path, lambda fh: fh.write(data))
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:

@@ -28,6 +28,7 @@ __all__ = [
     "GRID",
     "recorded_epochs",
     "expected_epochs",
+    "encode_class_means",
     "decode_class_means",
     "config_columns",
     "sort_table",
@@ -111,6 +112,11 @@ def final_epoch(table: pd.DataFrame) -> pd.DataFrame:
     by = [GRID, RUN_KEY] if GRID in table.columns else RUN_KEY
     idx = table.groupby(by, sort=False)[EPOCH].idxmax()
     return table.loc[sorted(idx.values)].reset_index(drop=True)
+
+
+def encode_class_means(mu: Any) -> str:
+    """The ``class_means`` cell of a ``(C, d)`` array: JSON of its float64 rows (both stacks)."""
+    return json.dumps(np.asarray(mu, dtype=np.float64).tolist())
 
 
 def decode_class_means(value: str) -> np.ndarray:

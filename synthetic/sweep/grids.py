@@ -55,6 +55,8 @@ from typing import Any
 
 import tomllib
 
+from synthetic.engine.config import RunConfig
+
 __all__ = [
     "GRIDS_DIR",
     "Grid",
@@ -78,7 +80,6 @@ _SCALE_KEYS = {"base", "axes", "group", "description"}
 
 
 def _default_config_cls():
-    from synthetic.engine.config import RunConfig
 
     return RunConfig
 

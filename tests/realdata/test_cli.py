@@ -80,9 +80,16 @@ def test_train_then_eval_on_digits(tmp_path, capsys):
     key = out.split()[1]
     frame = store.read_result(res, key)
     assert list(frame["epoch"]) == [0, 1]
-    assert {"ncm_acc", "etf_mean", "spectrum_min", "numerical_rank_1e2", "class_means", "optimum"} <= set(
-        frame.columns
-    )
+    assert {
+        "ncm_acc",
+        "etf_mean",
+        "spectrum_min",
+        "rank_1e-2",
+        "ncm_top5",
+        "spectrum_0",
+        "class_means",
+        "optimum",
+    } <= set(frame.columns)
     assert frame["optimum"].iloc[-1] == pytest.approx(np.log1p(np.exp(-10 / 9)))  # L*_SCL, C = 10
     assert main(args) == 0  # cached
     assert "already stored" in capsys.readouterr().out

@@ -51,6 +51,7 @@ REFERENCE_METRICS = (
     "spectrum_min",
     "mean_norm",
     "ncm_acc",
+    "ncm_top5",
     "train_ncm_acc",
 )
 
@@ -229,16 +230,13 @@ def collapse_metrics(
             "train_ncm_acc": _safe(col.ncm_accuracy, z, labels, z, labels, num_classes=num_classes),
         }
         if test_z is not None and test_labels is not None and test_z.shape[0] > 0:
-            out["ncm_acc"] = _safe(
-                col.ncm_accuracy,
-                z,
-                labels,
-                test_z.detach().to(torch.float64),
-                test_labels,
-                num_classes=num_classes,
+            t64 = test_z.detach().to(torch.float64)
+            out["ncm_acc"] = _safe(col.ncm_accuracy, z, labels, t64, test_labels, num_classes=num_classes)
+            out["ncm_top5"] = _safe(
+                col.ncm_accuracy, z, labels, t64, test_labels, top_k=min(5, C), num_classes=num_classes
             )
         else:
-            out["ncm_acc"] = float("nan")
+            out["ncm_acc"] = out["ncm_top5"] = float("nan")
     return out, mu_t.cpu().numpy()
 
 

@@ -21,7 +21,7 @@ def test_literals_and_method_table():
     assert options.NORMALIZATIONS == ("none", "ball", "sphere")
     assert options.HARDENINGS == ("exponential", "step", "polynomial")
     assert options.RECIPES == ("core", "released")
-    assert options.METHODS["HSCL"] == ("supervised", True) and options.METHODS["UCL"].hard is False
+    assert options.METHODS["HSCL"][:2] == ("supervised", True) and options.METHODS["UCL"].hard is False
     assert options.HCL_METHODS == ("SCL", "HSCL", "UCL", "HUCL")
     assert options.TWO_VIEW_METHODS == ("InfoNCE", "WeiNCE")
     assert all(options.METHODS[m].setting in options.SETTINGS for m in options.HCL_METHODS)
@@ -47,3 +47,27 @@ def test_one_of_message():
         one_of("psi", "max", options.PSI_FORMS)
     with pytest.raises(ValueError, match="method must be one of"):
         one_of("method", ["SCL"], options.METHODS)  # unhashable: rejected, not a TypeError
+
+
+def test_the_authors_recipes_in_the_method_table():
+    m = options.METHODS
+    for name in options.HCL_METHODS:
+        assert (m[name].views, m[name].head, m[name].normalization, m[name].tau, m[name].lr) == (
+            "label",
+            "hcl",
+            "ball",
+            options.HCL_TAU,
+            1e-3,
+        )
+    assert m["UCL"].weight_decay == m["HUCL"].weight_decay == 1e-6 and m["SCL"].weight_decay == 0.0
+    for name in options.TWO_VIEW_METHODS:
+        assert (m[name].views, m[name].head, m[name].normalization, m[name].tau, m[name].lr) == (
+            "simclr",
+            "weince",
+            "sphere",
+            options.WEINCE_TAU,
+            3e-4,
+        )
+    for spec in m.values():
+        assert spec.views in options.VIEWS and spec.head in options.HEADS
+        assert spec.normalization in options.NORMALIZATIONS

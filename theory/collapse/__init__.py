@@ -42,6 +42,10 @@ Two families of metrics; every function says which one it is (docs/metrics.md):
   (Garrido et al. 2023), :func:`erank_cov` (the covariance-eigenvalue variant, NOT RankMe),
   :func:`embedding_spectrum` (Jing et al. 2022, DirectCLR).
 
+The metric row of a training run (:mod:`~theory.collapse.row`): :func:`metric_row` computes, for
+one state, every column of :data:`ROW_COLUMNS` (the paper's conditions, NC1-NC2, ranks, the
+class-mean spectrum, NCM accuracy), the row both experiment stacks record at every epoch.
+
 One statistics kernel (:mod:`~theory.collapse.stats`) serves the batch metrics and the streaming
 :class:`ClassStatsAccumulator` (:mod:`~theory.collapse.streaming`): :func:`class_stats` gives a
 :class:`ClassStats` (counts, means, within-class sums of squares, pooled scatter);
@@ -81,6 +85,16 @@ from theory.collapse.classifier import (
 )
 from theory.collapse.paper import class_mean_spectrum, ncm_accuracy, paper_conditions, within_class_variation
 from theory.collapse.rank import RANKME_EPS, effective_rank, embedding_spectrum, erank_cov, rankme
+from theory.collapse.row import (
+    NCM_TOP_K,
+    RANK_COLUMNS,
+    RANK_THRESHOLDS,
+    ROW_COLUMNS,
+    MetricRow,
+    metric_row,
+    numerical_ranks,
+    spectrum_columns,
+)
 from theory.collapse.standard import (
     etf_error,
     nc1,
@@ -143,6 +157,15 @@ __all__ = [
     "rankme",
     "erank_cov",
     "embedding_spectrum",
+    "numerical_ranks",
     # streaming
     "ClassStatsAccumulator",
+    # the metric row of a training run
+    "ROW_COLUMNS",
+    "RANK_THRESHOLDS",
+    "RANK_COLUMNS",
+    "NCM_TOP_K",
+    "spectrum_columns",
+    "MetricRow",
+    "metric_row",
 ]

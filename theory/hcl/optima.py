@@ -46,7 +46,7 @@ from collections.abc import Sequence
 import numpy as np
 from scipy.stats import binom
 
-from theory.options import ESTIMATORS, HCL_TAU, MARGIN, NUM_NEGATIVES, PSI_FORMS
+from theory.options import ESTIMATORS, HCL_TAU, MARGIN, NORMALIZATIONS, NUM_NEGATIVES, PSI_FORMS, SETTINGS
 from theory.validation import integer, one_of, real
 
 __all__ = [
@@ -60,6 +60,7 @@ __all__ = [
     "plugin_value",
     "scl_optimum",
     "ucl_optimum",
+    "nc_optimum",
     "hucl_at_nc",
     "hucl_at_nc_batch",
     "weak_bound",
@@ -275,6 +276,64 @@ def ucl_optimum(
     """
     C = _check_C(num_classes)
     return binomial_mixture(1.0 / C, C, psi=psi, tau=tau, num_negatives=num_negatives, margin=margin)
+
+
+def nc_optimum(
+    setting: str | None,
+    num_classes: int,
+    *,
+    d: int,
+    normalization: str,
+    psi: str = "mean",
+    tau: float = HCL_TAU,
+    num_negatives: int = NUM_NEGATIVES,
+    margin: float = MARGIN,
+    estimator: str = "expectation",
+) -> float:
+    """The closed-form NC value of a training run's loss: the ``optimum`` column of both stacks.
+
+    With ``a = -C / ((C - 1) tau)`` (the scaled cross-class ``t`` at NC):
+
+    * ``setting="supervised"`` (SCL / HSCL): :func:`scl_optimum`, ``L*_SCL``, attained at NC for
+      every beta and both estimators;
+    * ``"unsupervised"`` (UCL / HUCL, same-class negatives at ``t = 0``): ``L*_UCL`` in the form
+      of the estimator, :func:`ucl_optimum` (``"sampled"``: the binomial mixture) or
+      :func:`plugin_value` at ``q = 1/C`` (``"expectation"``); a lower bound for HUCL;
+    * NaN where there is no such optimum: ``setting=None`` (the two-view losses),
+      ``normalization="none"`` (the loss tends to 0, its infimum) and ``d < C - 1`` (no simplex
+      ETF exists).
+
+    Args:
+        setting: a :data:`theory.options.SETTINGS` entry, or None.
+        num_classes: ``C >= 2``.
+        d: the embedding dimension.
+        normalization: a :data:`theory.options.NORMALIZATIONS` entry.
+        psi: the psi family.
+        tau: temperature ``> 0``.
+        num_negatives: ``K``.
+        margin: triplet margin.
+        estimator: ``"expectation"`` or ``"sampled"``.
+
+    Returns:
+        The value (NaN where it is no optimum).
+
+    References:
+        Jiang et al., arXiv 2311.05139, section 3; docs/hcl.md#theory.
+    """
+    if setting is not None:
+        one_of("setting", setting, SETTINGS)
+    one_of("normalization", normalization, NORMALIZATIONS)
+    one_of("estimator", estimator, ESTIMATORS)
+    C = _check_C(num_classes)
+    d = integer("d", d, lo=1)
+    if setting is None or normalization == "none" or d < C - 1:
+        return math.nan
+    kw = dict(psi=psi, tau=tau, num_negatives=num_negatives, margin=margin)
+    if setting == "supervised":
+        return float(scl_optimum(C, **kw))  # type: ignore[arg-type]
+    if estimator == "sampled":
+        return float(ucl_optimum(C, **kw))  # type: ignore[arg-type]
+    return float(plugin_value(1.0 / C, C, **kw))  # type: ignore[arg-type]
 
 
 def hucl_at_nc(

@@ -12,7 +12,8 @@ The loss:
   numerics shared by the gate and the diagnostics);
 * :mod:`~theory.weince.gate` -- the per-anchor rho / dAIC gate lambda;
 * :mod:`~theory.weince.recipe` -- the released recipe's EMA state;
-* :mod:`~theory.weince.loss` -- :func:`weince_loss`, :func:`weince_label_loss`, :class:`WeiNCELoss`.
+* :mod:`~theory.weince.loss` -- :func:`weince_loss`, :class:`WeiNCELoss`; :mod:`~theory.weince.label` --
+  :func:`weince_label_loss`.
 
 The extreme-value diagnostics, which never depend on the loss:
 
@@ -36,10 +37,8 @@ from typing import Any
 #: Every public name -> the module that defines it, loaded on first access (PEP 562), so that
 #: importing one module (e.g. the diagnostics) never loads the others (e.g. the loss).
 _LAZY = {
-    **{
-        name: "theory.weince.loss"
-        for name in ("weince_loss", "weince_label_loss", "WeiNCELoss", "WeiNCEDiagnostics")
-    },
+    **{name: "theory.weince.loss" for name in ("weince_loss", "WeiNCELoss", "WeiNCEDiagnostics")},
+    "weince_label_loss": "theory.weince.label",
     "GateConfig": "theory.weince.config",
     "ReleasedConfig": "theory.weince.config",
     "WeibullBetaState": "theory.weince.recipe",

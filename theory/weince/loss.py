@@ -48,15 +48,15 @@ from torch import nn
 
 from theory.infonce import _anchor_index, _candidate_rows, _two_view_embeddings, two_view_candidates
 from theory.options import RECIPES, WEINCE_TAU
-from theory.validation import as_float_tensor, one_of, real
+from theory.validation import one_of, real
 from theory.weince._fast import _np_ok
 from theory.weince._inputs import check_rows, reject_meta
 from theory.weince.config import DEFAULT_GATE, DEFAULT_RELEASED, GateConfig, ReleasedConfig
-from theory.weince.gate import GateStats, RhoPool, _gate, _gate_sorted_np, _label_gate, _sort_rows_np
-from theory.weince.logits import _cap, _TLambdaCE, tlambda_logits
+from theory.weince.gate import GateStats, RhoPool, _gate, _gate_sorted_np, _sort_rows_np
+from theory.weince.logits import _cap, _TLambdaCE
 from theory.weince.recipe import WeibullBetaState
 
-__all__ = ["WeiNCEDiagnostics", "weince_loss", "weince_label_loss", "WeiNCELoss"]
+__all__ = ["WeiNCEDiagnostics", "weince_loss", "WeiNCELoss"]
 
 Recipe = Literal["core", "released"]
 
@@ -541,133 +541,3 @@ class WeiNCELoss(nn.Module):
 
     def extra_repr(self) -> str:  # noqa: D102
         return f"tau={self.tau}, gate={self.gate}, recipe={self.recipe!r}, check_inputs={self.check_inputs}"
-
-
-# --------------------------------------------------------------------------------------------
-# the label-positive variant
-# --------------------------------------------------------------------------------------------
-
-
-@overload
-def weince_label_loss(
-    z: torch.Tensor,
-    labels: torch.Tensor,
-    *,
-    tau: float = ...,
-    gate: GateConfig = ...,
-    normalize: bool = ...,
-    check_inputs: bool = ...,
-    return_diagnostics: Literal[False] = ...,
-) -> torch.Tensor: ...
-
-
-@overload
-def weince_label_loss(
-    z: torch.Tensor,
-    labels: torch.Tensor,
-    *,
-    tau: float = ...,
-    gate: GateConfig = ...,
-    normalize: bool = ...,
-    check_inputs: bool = ...,
-    return_diagnostics: Literal[True],
-) -> tuple[torch.Tensor, WeiNCEDiagnostics]: ...
-
-
-@overload
-def weince_label_loss(
-    z: torch.Tensor,
-    labels: torch.Tensor,
-    *,
-    tau: float = ...,
-    gate: GateConfig = ...,
-    normalize: bool = ...,
-    check_inputs: bool = ...,
-    return_diagnostics: bool,
-) -> torch.Tensor | tuple[torch.Tensor, WeiNCEDiagnostics]: ...
-
-
-def weince_label_loss(
-    z: torch.Tensor,
-    labels: torch.Tensor,
-    *,
-    tau: float = WEINCE_TAU,
-    gate: GateConfig = DEFAULT_GATE,
-    normalize: bool = True,
-    check_inputs: bool = True,
-    return_diagnostics: bool = False,
-) -> torch.Tensor | tuple[torch.Tensor, WeiNCEDiagnostics]:
-    """Label-positive WeiNCE for SCL/UCL-type experiments (the project's extension of arXiv 2606.00262).
-
-    ``docs/weince.md#label-positive-variant``. ``S = z z^T`` (cosine when ``normalize``). For
-    anchor ``i``: positives ``P(i) = {j != i : y_j = y_i}``, negatives ``N(i) = {j : y_j != y_i}``
-    (``K_i = |N(i)|``). The gate is the core rule applied per anchor to its own negatives
-    (``k_tail,i = tail_size(K_i)``, the same tail fits, ``rho0`` over all anchors; per-anchor
-    fallback ``dAIC_i = 0`` when ``n_eff,i < 2``, and ``rho0`` = the lower median when every anchor
-    is in the fallback)::
-
-        L = (1/|pairs|) sum_{i, j in P(i)} CE([T_i(S_ij), T_i(S_in) for n in N(i)], 0)
-
-    With two views and label = instance id the gate statistics equal those of
-    :func:`weince_loss` exactly; with ``lambda = 0`` it is the plain label InfoNCE (the SupCon
-    "out" form with the other positives left out of each denominator). The per-anchor negative
-    counts are read on the host once (to group anchors by tail size and to reject a batch
-    without negatives or pairs); the statistics stay on the device.
-
-    Args:
-        z: ``(B, d)`` embeddings.
-        labels: ``(B,)`` integer labels.
-        tau: temperature of the linear branch, ``> 0``.
-        gate: the gate hyper-parameters.
-        normalize: L2-normalise ``z`` first (cosine similarities; the shortfall needs ``s <= 1``).
-        check_inputs: run the fused finiteness check of ``z``.
-        return_diagnostics: also return :class:`WeiNCEDiagnostics` with per-anchor ``k_tail`` and
-            ``n_eff`` tensors.
-
-    Returns:
-        The scalar loss, or ``(loss, diagnostics)``.
-
-    Shape:
-        ``z`` ``(B, d)``, ``labels`` ``(B,)`` -> scalar.
-
-    Raises:
-        ValueError: bad shapes or settings, NaN / inf in ``z``, a batch with a single class (no
-            negatives), or no (anchor, positive) pair (all labels distinct).
-    """
-    tau = _settings(tau, gate, "core")
-    if not isinstance(z, torch.Tensor) or z.dim() != 2:
-        raise ValueError(f"z must be a 2-D tensor (B, d), got {getattr(z, 'shape', type(z).__name__)!r}")
-    z = as_float_tensor(z, allow_meta=True)  # a meta z is rejected below when check_inputs
-    B = z.shape[0]
-    labels = torch.as_tensor(labels, device=z.device)
-    if labels.dim() != 1 or labels.shape[0] != B:
-        raise ValueError(f"labels must have shape ({B},), got {tuple(labels.shape)}")
-    if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:
-        raise ValueError(f"labels must be integers, got dtype {labels.dtype}")
-    if B < 2:
-        raise ValueError(f"need at least 2 samples, got B={B}")
-    if check_inputs:
-        reject_meta(z=z)
-    zn = F.normalize(z, dim=1, eps=1e-12) if normalize else z
-    S = zn @ zn.T
-    if check_inputs:
-        check_rows(S, [("z", z)], normalized=normalize)
-    same = labels[:, None] == labels[None, :]
-    eye = torch.eye(B, dtype=torch.bool, device=z.device)
-    negmask = ~same
-    posmask = same & ~eye
-    counts = torch.stack([negmask.sum(dim=1), posmask.sum(dim=1)]).tolist()  # one host read
-    K_list, num_pairs = counts[0], sum(counts[1])
-    if min(K_list) == 0:
-        raise ValueError("a batch with a single class has no negatives; the loss is undefined")
-    if num_pairs == 0:
-        raise ValueError("no (anchor, positive) pair: every label is a singleton; the loss is undefined")
-
-    with torch.no_grad():
-        stats = _label_gate(S.detach(), negmask, K_list, gate)
-    lam = stats.lam[:, None]
-    logits = tlambda_logits(S, lam, tau, gate.eps)
-    lse_neg = torch.logsumexp(logits.masked_fill(~negmask, float("-inf")), dim=1, keepdim=True)
-    per_pair = torch.logaddexp(logits, lse_neg) - logits  # (B, B): CE with target the positive
-    loss = per_pair.masked_fill(~posmask, 0.0).sum() / num_pairs
-    return (loss, _diagnostics(stats, None)) if return_diagnostics else loss

@@ -1,33 +1,26 @@
-"""Tests of realdata/inputs/samplers.py: shuffled drop_last batches and class-balanced batches."""
+"""Tests of realdata/inputs/samplers.py (class-balanced batches) and of the shuffled batches it uses."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from realdata.inputs.samplers import class_balanced_batches, shuffled_batches
+from realdata.inputs.samplers import class_balanced_batches
+from synthetic.engine.data import epoch_batches
 
 
 def _gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
-def test_shuffled_batches_are_a_permutation_with_drop_last():
-    b = shuffled_batches(50000 // 100, 64, generator=_gen(0))
-    assert len(b) == 500 // 64 and all(x.shape == (64,) and x.dtype == torch.int64 for x in b)
-    flat = torch.cat(b)
-    assert flat.unique().numel() == flat.numel()
-    full = shuffled_batches(500, 64, generator=_gen(0), drop_last=False)
-    assert len(full) == 8 and full[-1].numel() == 500 - 7 * 64
-    assert torch.equal(torch.cat(full).sort().values, torch.arange(500))
-    # same generator state, same batches; the authors' CIFAR-100 count: 97 steps of 512
-    again = shuffled_batches(500, 64, generator=_gen(0))
-    assert all(torch.equal(x, y) for x, y in zip(b, again))
-    assert len(shuffled_batches(50000, 512, generator=_gen(1))) == 97
-    with pytest.raises(ValueError, match="batch_size"):
-        shuffled_batches(10, 11, generator=_gen(0))
-    with pytest.raises(ValueError, match="batch_size"):
-        shuffled_batches(10, 0, generator=_gen(0))
+def test_the_authors_shuffled_batches_are_the_one_batch_rule():
+    # synthetic.engine.data.epoch_batches: a permutation cut into N // b batches (drop_last)
+    b = epoch_batches(500, 64, _gen(0))
+    assert b.shape == (500 // 64, 64) and b.dtype == torch.int64
+    assert b.flatten().unique().numel() == b.numel()
+    assert torch.equal(b.flatten(), torch.randperm(500, generator=_gen(0))[: 7 * 64])
+    assert len(epoch_batches(50000, 512, _gen(1))) == 97  # the authors' CIFAR-100 count
+    assert torch.equal(epoch_batches(10, 10, _gen(0)), torch.arange(10)[None])  # a full batch: no draw
 
 
 def test_class_balanced_batches_m_classes_by_n_samples():

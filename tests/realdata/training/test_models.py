@@ -9,16 +9,26 @@ from torchvision.models import resnet18, resnet50
 
 from realdata.training.models import (
     ARCHS,
-    HEADS,
     ContrastiveModel,
     HCLHead,
     ModelOutput,
     WeiNCEProjector,
     build_model,
+    default_normalization,
+    default_out_dim,
     default_stem,
-    normalize_embedding,
     resnet_backbone,
 )
+from theory.options import HEADS
+
+
+class SmallCNNStub(nn.Module):
+    """A backbone of feature dimension 2 (the projection tests use an identity head)."""
+
+    feat_dim = 2
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x
 
 
 def _count(m: nn.Module) -> int:
@@ -67,7 +77,7 @@ def test_heads_layout_and_defaults():
     assert isinstance(bn, nn.BatchNorm1d) and bn.num_features == 512 and isinstance(relu, nn.ReLU)
     assert (lin2.in_features, lin2.out_features) == (512, 99) and lin2.bias is not None
     w = build_model("resnet18", "weince", num_classes=100, seed=0)
-    assert w.out_dim == 64 and w.normalization == "none"
+    assert w.out_dim == 64 and w.normalization == "sphere"  # the WeiNCE methods' normalisation
     a, _relu, b = w.head
     assert (a.in_features, a.out_features, a.bias, b.out_features, b.bias) == (512, 512, None, 64, None)
     assert not any(isinstance(x, nn.BatchNorm1d) for x in w.head.modules())
@@ -96,20 +106,28 @@ def test_forward_returns_h_and_z(arch, shape, stem):
     assert (out.z.norm(dim=1) <= 1 + 1e-6).all()
 
 
-def test_ball_and_sphere_norms_and_gradients_at_zero():
-    z = torch.tensor([[3.0, 4.0], [0.3, 0.4], [0.0, 0.0]], requires_grad=True)
-    ball = normalize_embedding(z, "ball")
-    torch.testing.assert_close(ball.detach(), torch.tensor([[0.6, 0.8], [0.3, 0.4], [0.0, 0.0]]))
-    sphere = normalize_embedding(z, "sphere")
-    torch.testing.assert_close(sphere.detach().norm(dim=1), torch.tensor([1.0, 1.0, 0.0]))
-    for out in (ball, sphere):
-        (g,) = torch.autograd.grad(out.sum(), z, retain_graph=True)
+def test_the_projection_is_normalised_in_float32_with_finite_gradients_at_zero():
+    head = nn.Identity()
+    for norm, want in (
+        ("ball", [[0.6, 0.8], [0.3, 0.4], [0.0, 0.0]]),
+        ("sphere", [[0.6, 0.8], [0.6, 0.8], [0.0, 0.0]]),
+    ):
+        model = ContrastiveModel(SmallCNNStub(), head, norm, 2)
+        h = torch.tensor([[3.0, 4.0], [0.3, 0.4], [0.0, 0.0]], requires_grad=True)
+        z = model.project(h)
+        torch.testing.assert_close(z.detach(), torch.tensor(want))
+        (g,) = torch.autograd.grad(z.sum(), h)
         assert torch.isfinite(g).all()
-    assert normalize_embedding(z, "none") is z
-    half = normalize_embedding(torch.randn(3, 5, dtype=torch.bfloat16) * 10, "ball")
+    half = ContrastiveModel(SmallCNNStub(), head, "ball", 5).project(
+        torch.randn(3, 5, dtype=torch.bfloat16) * 10
+    )
     assert half.dtype == torch.float32 and (half.norm(dim=1) <= 1 + 1e-6).all()
     with pytest.raises(ValueError, match="normalization"):
-        normalize_embedding(z, "l2")
+        ContrastiveModel(SmallCNNStub(), head, "l2", 2)
+    # a head's default normalisation is its methods' (theory.options.METHODS)
+    assert [default_normalization(h) for h in HEADS] == ["ball", "sphere", "none"]
+    assert [default_out_dim(h, 10) for h in HEADS] == [9, 64, None]
+    assert build_model("smallcnn", "weince", 10, in_channels=1).normalization == "sphere"
     m = build_model("smallcnn", "hcl", 10, normalization="sphere", in_channels=1, seed=0)
     torch.testing.assert_close(m(torch.randn(5, 1, 8, 8)).z.norm(dim=1), torch.ones(5))
 

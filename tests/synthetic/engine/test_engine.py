@@ -13,7 +13,8 @@ import pandas as pd
 import pytest
 
 from synthetic.engine.config import RunConfig
-from synthetic.engine.train import ENGINE_COLUMNS, metric_columns, train_run, train_runs
+from synthetic.engine.evaluation import TRAINING_COLUMNS
+from synthetic.engine.train import metric_columns, train_run, train_runs
 from tests.synthetic.reference_trainer import REFERENCE_METRICS, reference_train_run
 
 SMALL = dict(
@@ -251,7 +252,7 @@ def test_engine_columns_spectrum_ranks_collision():
     got = train_runs(cfgs)
     for c, t in zip(cfgs, got):
         assert list(t.columns[-len(metric_columns(c)) :]) == metric_columns(c)
-        assert set(ENGINE_COLUMNS) <= set(t.columns)
+        assert set(TRAINING_COLUMNS) <= set(t.columns)
         assert [f"spectrum_{i}" for i in range(3)] == [
             x for x in t.columns if x.startswith("spectrum_") and x[9:].isdigit()
         ]
