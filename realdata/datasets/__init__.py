@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 from realdata.datasets.base import (
     CorruptDatasetError,
@@ -41,8 +42,8 @@ from realdata.datasets.tiny_imagenet import (
 )
 
 __all__ = [
+    "Dataset",
     "DATASETS",
-    "LAYOUTS",
     "DEFAULT_DATASET",
     "load_dataset",
     "ImageDataset",
@@ -59,22 +60,32 @@ __all__ = [
     "load_stl10",
 ]
 
-#: name -> loader ``(root, *, download=False, **options) -> ImageDataset``.
-DATASETS: dict[str, Callable[..., ImageDataset]] = {
-    "digits": load_digits_dataset,
-    "cifar10": load_cifar10,
-    "cifar100": load_cifar100,
-    "tiny-imagenet": load_tiny_imagenet,
-    "stl10": load_stl10,
-}
 
-#: name -> expected on-disk layout (``None``: bundled with a package).
-LAYOUTS: dict[str, str | None] = {
-    "digits": None,
-    "cifar10": CIFAR10_LAYOUT,
-    "cifar100": CIFAR100_LAYOUT,
-    "tiny-imagenet": TINY_IMAGENET_LAYOUT,
-    "stl10": STL10_LAYOUT,
+class Dataset(NamedTuple):
+    """One registered dataset: its loader and what a run needs to know before loading it.
+
+    Attributes:
+        load: ``(root, *, download=False, **options) -> ImageDataset``.
+        layout: the expected on-disk layout (``None``: bundled with a package).
+        num_classes: ``C`` (the default ``d = C - 1`` of the HCL head needs it before loading).
+        stem: the default ResNet stem (``cifar`` for 32x32 inputs, ``imagenet`` for larger ones;
+            ``None``: chosen by the image size).
+    """
+
+    load: Callable[..., ImageDataset]
+    layout: str | None
+    num_classes: int
+    stem: str | None
+
+
+#: name -> :class:`Dataset`. A new dataset is its loader module and one line here
+#: (CONTRIBUTING.md#how-to-add-a-dataset).
+DATASETS: dict[str, Dataset] = {
+    "digits": Dataset(load_digits_dataset, None, 10, None),
+    "cifar10": Dataset(load_cifar10, CIFAR10_LAYOUT, 10, "cifar"),
+    "cifar100": Dataset(load_cifar100, CIFAR100_LAYOUT, 100, "cifar"),
+    "tiny-imagenet": Dataset(load_tiny_imagenet, TINY_IMAGENET_LAYOUT, 200, "imagenet"),
+    "stl10": Dataset(load_stl10, STL10_LAYOUT, 10, "imagenet"),
 }
 
 DEFAULT_DATASET = "digits"
@@ -105,6 +116,6 @@ def load_dataset(
     """
     if name not in DATASETS:
         raise ValueError(f"name must be one of {sorted(DATASETS)}, got {name!r}")
-    if root is None and LAYOUTS[name] is not None:
+    if root is None and DATASETS[name].layout is not None:
         raise ValueError(f"root is required for dataset {name!r} (the folder that holds it)")
-    return DATASETS[name](root, download=download, **options)
+    return DATASETS[name].load(root, download=download, **options)

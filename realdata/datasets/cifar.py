@@ -117,7 +117,7 @@ def load_cifar10(
         root: folder that holds ``cifar-10-batches-py/`` (see :data:`CIFAR10_LAYOUT`).
         download: fetch the official archive into ``root`` if a file is missing.
         verify_md5: also check the md5 sums of the official files.
-        **_: ignored (the uniform loader signature of :data:`realdata.datasets.DATASETS`).
+        **_: ignored (the uniform loader signature of :class:`realdata.datasets.Dataset`).
 
     Returns:
         An :class:`ImageDataset` named ``"cifar10"`` with ``num_classes = 10``.
@@ -141,7 +141,7 @@ def load_cifar100(
         root: folder that holds ``cifar-100-python/`` (see :data:`CIFAR100_LAYOUT`).
         download: fetch the official archive into ``root`` if a file is missing.
         verify_md5: also check the md5 sums of the official files.
-        **_: ignored (the uniform loader signature of :data:`realdata.datasets.DATASETS`).
+        **_: ignored (the uniform loader signature of :class:`realdata.datasets.Dataset`).
 
     Returns:
         An :class:`ImageDataset` named ``"cifar100"`` with ``num_classes = 100``.

@@ -83,7 +83,7 @@ def load_stl10(
         unlabeled: also read the 100 000 ``unlabeled`` images into ``ImageDataset.unlabeled``.
         fold: one of the 10 predefined 1 000-image training folds (``fold_indices.txt``), or
             ``None`` for the whole labelled training set.
-        **_: ignored (the uniform loader signature of :data:`realdata.datasets.DATASETS`).
+        **_: ignored (the uniform loader signature of :class:`realdata.datasets.Dataset`).
 
     Returns:
         An :class:`ImageDataset` named ``"stl10"`` with ``num_classes = 10``.

@@ -90,7 +90,7 @@ def load_tiny_imagenet(
         cache: read and write the cache (``False``: decode every time, write nothing).
         num_workers: decoding threads; default ``min(8, os.cpu_count())``.
         progress: show a progress bar while decoding.
-        **_: ignored (the uniform loader signature of :data:`realdata.datasets.DATASETS`).
+        **_: ignored (the uniform loader signature of :class:`realdata.datasets.Dataset`).
 
     Returns:
         An :class:`ImageDataset` named ``"tiny-imagenet"`` with ``num_classes`` = number of

@@ -235,7 +235,7 @@ class TrainConfig:
             num_classes: ``C`` of the dataset, needed for ``out_dim`` of the ``hcl`` head and
                 the balanced sampler's default; default the dataset's known class count.
         """
-        C = _NUM_CLASSES[self.dataset] if num_classes is None else num_classes
+        C = DATASETS[self.dataset].num_classes if num_classes is None else num_classes
         d = METHODS[self.method]
         arch = self.arch or ("smallcnn" if self.dataset == "digits" else "resnet18")
         head = self.head or d.head
@@ -377,8 +377,3 @@ class TrainConfig:
         if r.init == "nc":
             parts.append(f"init=nc({r.init_from})")
         return " ".join(parts)
-
-
-#: Class counts of the registered datasets (the default ``out_dim = C - 1`` needs them before
-#: the data are loaded).
-_NUM_CLASSES = {"digits": 10, "cifar10": 10, "cifar100": 100, "tiny-imagenet": 200, "stl10": 10}

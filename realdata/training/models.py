@@ -45,6 +45,7 @@ import torch
 from torch import nn
 from torchvision.models import resnet18, resnet50
 
+from realdata.datasets import DATASETS
 from theory.geometry import normalize
 from theory.options import HEADS, METHODS, NORMALIZATIONS, STEMS
 from theory.validation import one_of
@@ -62,9 +63,6 @@ __all__ = [
     "ContrastiveModel",
     "build_model",
 ]
-
-_DATASET_STEMS = {"cifar10": "cifar", "cifar100": "cifar", "tiny-imagenet": "imagenet",
-                  "stl10": "imagenet"}  # fmt: skip
 
 
 class ModelOutput(NamedTuple):
@@ -86,8 +84,8 @@ def default_stem(dataset: str | None = None, image_size: int | None = None) -> s
     STL-10 and larger inputs.
     """
     if dataset is not None:
-        if dataset in _DATASET_STEMS:
-            return _DATASET_STEMS[dataset]
+        if dataset in DATASETS and DATASETS[dataset].stem is not None:
+            return str(DATASETS[dataset].stem)
         if image_size is None:
             raise ValueError(f"no default stem for dataset {dataset!r}; pass image_size")
     if image_size is None or image_size < 1:

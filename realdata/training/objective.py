@@ -14,8 +14,9 @@ WeiNCE statistic run in float32 even when the encoder runs under bf16 autocast):
 * The same with ``views="simclr"``: the ``2B`` embeddings ``cat(z1, z2)`` with labels
   ``cat(labels, labels)``. Supervised: positives are every same-label view (SupCon style);
   unsupervised: positives are the image's own two views (instance ids), negatives the whole batch.
-* InfoNCE / WeiNCE: ``info_nce(z1, z2, tau)`` / ``weince_loss(z1, z2, tau, recipe)`` (cosine
-  similarities; arXiv 2606.00262, Sec. 2).
+* The two-view methods: the method's loss by name, :func:`theory.two_view.two_view_loss` (InfoNCE:
+  ``info_nce(z1, z2, tau)``); WeiNCE through the module :class:`theory.weince.WeiNCELoss` (the
+  released recipe's state, the gate diagnostics). Cosine similarities; arXiv 2606.00262, Sec. 2.
 
 **Several processes** (``world.size = W > 1``, DDP; the authors' code has none). ``z1``, ``z2``
 and the labels are gathered from every rank (:meth:`realdata.training.distributed.World.gather`,
@@ -64,7 +65,6 @@ from torch import nn
 
 from realdata.training.distributed import SINGLE, World
 from theory.hcl import contrastive_loss
-from theory.infonce import info_nce
 from theory.options import (
     DDP_LOSS_MODES,
     ESTIMATORS,
@@ -75,6 +75,7 @@ from theory.options import (
     TWO_VIEW_METHODS,
     VIEWS,
 )
+from theory.two_view import two_view_loss
 from theory.validation import one_of
 from theory.weince import WeiNCELoss
 
@@ -252,10 +253,8 @@ class Objective(nn.Module):
                 )
             return loss, None, None
         assert z2 is not None  # two views (checked in forward)
-        if spec.method == "InfoNCE":
-            loss = info_nce(z1, z2, tau=spec.tau, anchors=anchors)
-            return loss, None, None
-        assert self.criterion is not None
+        if self.criterion is None:  # a stateless two-view loss, by name
+            return two_view_loss(spec.method, z1, z2, tau=spec.tau, anchors=anchors), None, None
         loss = self.criterion(z1, z2, anchors, gather if anchors is not None else None)
         diag = self.criterion.last_diagnostics
         gate = {"lambda": diag.lam, "lambda_rho": diag.lam_rho, "lambda_aic": diag.lam_aic, "daic": diag.dAIC}

@@ -15,7 +15,7 @@ unit-ball projection lives in the model's forward, docs/claims.md). ``d`` defaul
 Stacked versions (:class:`StackedFreeFeatures`, :class:`StackedLinear`, :class:`StackedMLP`,
 :class:`StackedModel`) carry a leading run dimension R on every parameter (weights ``(R, in, out)``,
 ``torch.baddbmm``) so that R independent runs train in one tensor program
-(``synthetic.stacked``). :func:`stack_models` builds one from R single models, copying their
+(:func:`synthetic.engine.train.train_runs`). :func:`stack_models` builds one from R single models, copying their
 parameters, so stacked and sequential runs start from the same initialisation.
 
 Initialisation (explicit ``torch.Generator``, drawn in float64 then cast): linear layers

@@ -14,10 +14,10 @@ sampled negatives drawn from run ``r``'s generator. A single run is the R = 1 ca
   labels ``cat(y, y)`` and positive groups ``cat(arange(B), arange(B))``, no self-positive: the
   only positive of a view is its noisy copy, while the labels still define the supervised
   negatives and the unsupervised negatives are all 2B members (anchor included).
-* InfoNCE/WeiNCE: two views ``z1 = f(x_idx)`` and ``z2`` = a uniformly random other sample of the
-  same class (``"label"``, :func:`synthetic.engine.data.same_class_partners`) or ``f(x_idx + noise)``
-  (``"noise"``); ``theory.infonce.info_nce`` / ``theory.weince.weince_loss(recipe="core")``, one
-  call per run.
+* InfoNCE/WeiNCE (every two-view method): two views ``z1 = f(x_idx)`` and ``z2`` = a uniformly
+  random other sample of the same class (``"label"``, :func:`synthetic.engine.data.same_class_partners`)
+  or ``f(x_idx + noise)`` (``"noise"``); the method's loss of :func:`theory.two_view.two_view_loss`
+  (WeiNCE: the core recipe), one call per run.
 * ``f(x + noise)``: noise ``N(0, noise_std^2)`` added to the encoder input (linear/MLP) or to the
   raw pre-normalisation feature (free features).
 
@@ -37,20 +37,12 @@ import torch
 from synthetic.engine.config import RunConfig
 from synthetic.engine.data import noise_like, same_class_partners
 from theory.hcl import contrastive_loss
-from theory.infonce import info_nce
 from theory.options import HCL_METHODS
-from theory.weince import weince_loss
+from theory.two_view import two_view_loss
 
 __all__ = ["step_losses"]
 
 # ------------------------------------------------------------------ one step of R runs
-
-
-def _two_view_loss(config: RunConfig, z1: torch.Tensor, z2: torch.Tensor) -> torch.Tensor:
-    if config.method == "InfoNCE":
-        return info_nce(z1, z2, tau=config.tau)
-
-    return weince_loss(z1, z2, tau=config.tau, recipe="core")
 
 
 def step_losses(
@@ -104,7 +96,7 @@ def step_losses(
                     (B, noise_dim), c.noise_std, generator=generators[r], dtype=dtype, device=device
                 )
                 z2 = model.run(r, inputs[r], noise)
-            out.append(_two_view_loss(c, z1, z2))
+            out.append(two_view_loss(c.method, z1, z2, tau=c.tau))
         return torch.stack(out)
 
     if cfg.positives == "label":

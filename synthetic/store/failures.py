@@ -1,7 +1,7 @@
 """Failure records: a run that failed is stored as ``<folder>/failures/<key>.json``, never as a result.
 
 A record holds the run's config, its key, a one-line reason, the exception type, the epoch where
-it happened (when the engine said: ``synthetic.engine.errors.RunFailed.epoch``), a traceback summary,
+it happened (when the engine said: the ``epoch`` of :class:`synthetic.engine.errors.RunFailed`), a traceback summary,
 the time and the host. A sweep does not retry a recorded failure unless asked
 (``run_sweep(retry_failed=True)``, ``python -m synthetic sweep --retry-failed``); a run that then
 succeeds has its failure record removed.

@@ -14,7 +14,6 @@ from sklearn.datasets import load_digits
 import realdata.datasets.tiny_imagenet as tiny_mod
 from realdata.datasets import (
     DATASETS,
-    LAYOUTS,
     CorruptDatasetError,
     DatasetError,
     DatasetNotFoundError,
@@ -319,7 +318,7 @@ def test_digits_dataset_matches_sklearn_and_is_stratified():
 
 def test_registry_and_load_dataset(tmp_path):
     assert set(DATASETS) == {"digits", "cifar10", "cifar100", "tiny-imagenet", "stl10"}
-    assert set(LAYOUTS) == set(DATASETS)
+    assert [d.num_classes for d in DATASETS.values()] == [10, 10, 100, 200, 10]
     assert load_dataset().name == "digits"
     with pytest.raises(ValueError, match="name"):
         load_dataset("imagenet")

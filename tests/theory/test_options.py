@@ -71,3 +71,16 @@ def test_the_authors_recipes_in_the_method_table():
     for spec in m.values():
         assert spec.views in options.VIEWS and spec.head in options.HEADS
         assert spec.normalization in options.NORMALIZATIONS
+
+
+def test_every_two_view_method_has_its_loss():
+    import torch
+
+    from theory.two_view import TWO_VIEW_LOSSES, two_view_loss
+
+    assert set(TWO_VIEW_LOSSES) == set(options.TWO_VIEW_METHODS)
+    z1, z2 = torch.randn(6, 3, dtype=torch.float64), torch.randn(6, 3, dtype=torch.float64)
+    assert float(two_view_loss("InfoNCE", z1, z2, tau=0.5)) == float(info_nce(z1, z2, tau=0.5))
+    assert float(two_view_loss("WeiNCE", z1, z2, tau=0.5)) == float(weince_loss(z1, z2, tau=0.5))
+    with pytest.raises(ValueError, match="method"):
+        two_view_loss("HSCL", z1, z2, tau=0.5)

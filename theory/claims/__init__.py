@@ -9,10 +9,11 @@ record and everything that verifies the theory, apart from the mathematics it ve
   statements (:func:`statement`);
 * :mod:`theory.claims.table` -- records as a table (:func:`to_frame`, :func:`to_csv`,
   :func:`format_table`);
-* :mod:`theory.claims.checks` -- the runner of the theory checks (T1-T8, W-law): the groups of
-  :mod:`theory.claims.checks_hcl` (Harris and batches in :mod:`theory.claims.checks_harris`, the
-  SCL / HSCL optima in :mod:`theory.claims.checks_scl`, the UCL / HUCL values in
-  :mod:`theory.claims.checks_ucl`) and :mod:`theory.claims.checks_weince`;
+* :mod:`theory.claims.checks` -- the runner of the theory checks (T1-T8, W-law) and their groups:
+  Harris dominance, beta monotonicity and the batched losses in
+  :mod:`theory.claims.checks_harris`, the SCL / HSCL optima in :mod:`theory.claims.checks_scl`,
+  the UCL optimum and HUCL at NC in :mod:`theory.claims.checks_ucl`, the Weibull top-1 law in
+  :mod:`theory.claims.checks_weince`;
 * :mod:`theory.claims.cli` -- ``python -m theory``.
 
 Importing this package loads the record, the catalogue and the table only (no torch): the

@@ -5,8 +5,9 @@ law (W-law, docs/weince.md#the-w-law-check): what was checked, how many instance
 PASS/FAIL; then one line per sub-check. ``--json`` / ``--csv`` print the same records
 (:mod:`theory.claims`) instead. Exits with status 1 if any check fails.
 
-The checks live in :mod:`theory.claims.checks_hcl` and :mod:`theory.claims.checks_weince`, the runner in
-:mod:`theory.claims.checks`. Run ``python -m theory --help`` for the flags.
+The checks and their runner are in :mod:`theory.claims.checks` (the groups of
+:mod:`theory.claims.checks_harris`, :mod:`~theory.claims.checks_scl`, :mod:`~theory.claims.checks_ucl`,
+:mod:`~theory.claims.checks_weince`). Run ``python -m theory --help`` for the flags.
 """
 
 from __future__ import annotations

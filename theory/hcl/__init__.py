@@ -14,7 +14,8 @@ Modules (one concept each):
 * :mod:`~theory.hcl.harris` -- Harris-dominance checks and their random instances;
 * :mod:`~theory.hcl.convex` -- cvxpy programs over class-mean Gram matrices (imported on first use);
 * :mod:`~theory.hcl.symbolic` -- sympy derivations of the closed forms (imported on first use);
-* :mod:`~theory.claims.checks_hcl` -- the claims T1-T8 of ``python -m theory``.
+The checks of claims T1-T8 (``python -m theory``) are in the verification harness,
+:mod:`theory.claims` (apart from the mathematics they verify).
 
 Example::
 
