@@ -14,7 +14,8 @@ PYTHONHASHSEED); where a seed must depend on a test's parameters, use ``zlib.crc
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import signal
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import pytest
@@ -90,3 +91,28 @@ def nc_batch():
 def ball_batch():
     """Factory ``ball_batch(B, d, C, seed, dtype, scale) -> (z, labels)`` in the unit ball."""
     return make_ball_batch
+
+
+def sigint_as_terminal() -> None:
+    """Give SIGINT its default action; the ``preexec_fn`` of a subprocess a Ctrl-C test interrupts.
+
+    A job started with ``&`` by a non-interactive shell (as CI may start the test command) inherits
+    SIGINT *ignored*, and so does every process it starts; Python keeps an inherited ``SIG_IGN``,
+    so such a child would never see the Ctrl-C the test sends. Resetting it here makes the child
+    start as it would from a terminal.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+@pytest.fixture
+def sigint_handled() -> Iterator[None]:
+    """Python's own SIGINT handler in this process for one test (restored afterwards).
+
+    ``_thread.interrupt_main()`` does nothing while SIGINT is ignored, which it is when the test
+    command was started in the background by a non-interactive shell (see :func:`sigint_as_terminal`).
+    """
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)

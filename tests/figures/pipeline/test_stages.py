@@ -466,7 +466,7 @@ def test_realdata_child_errors_are_named_and_an_interrupt_ends_the_child(tmp_pat
 
 
 @pytest.mark.timeout(60)  # the stage loops until it is cancelled: a hang is the failure
-def test_ctrl_c_with_stages_at_once_stops_them_and_is_raised(tmp_path):
+def test_ctrl_c_with_stages_at_once_stops_them_and_is_raised(tmp_path, sigint_handled):
     import _thread
     import threading
     import time

@@ -20,6 +20,7 @@ from synthetic.sweep import grids
 from synthetic.sweep import run as sw
 from synthetic.sweep.errors import SchedulerUnreachable
 from synthetic.sweep.tasks import Trainer
+from tests.conftest import sigint_as_terminal
 from tests.synthetic.fakes import (
     ROOT,
     always_failing,
@@ -458,7 +459,7 @@ def test_ctrl_c_prints_one_line_and_exits_130(tmp_path):
     args += ["--jobs", "2", "--no-stack", "--no-progress", "--results", str(tmp_path), "--name", "c"]
     proc = subprocess.Popen(
         cli_with_runner_cmd("sleepy_run", args), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, start_new_session=True,
+        text=True, start_new_session=True, preexec_fn=sigint_as_terminal,
     )  # fmt: skip
     try:
         assert wait_for(lambda: len(runs.finished_keys(tmp_path / "c")) >= 2, timeout=60)
