@@ -19,9 +19,11 @@ at any moment leaves at worst a ``.*.tmp`` file, which every reader ignores.
 
 from __future__ import annotations
 
+import datetime as _dt
 import os
+import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import BinaryIO
 
@@ -39,6 +41,7 @@ __all__ = [
     "atomic_write_bytes",
     "atomic_write_text",
     "check_writable",
+    "set_aside",
     "temp_files",
     "remove_temp_files",
 ]
@@ -163,6 +166,47 @@ def check_writable(folder: str | os.PathLike) -> Path:
 
 
 # --------------------------------------------------------------------------------------------
+
+
+def _stamp() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+
+
+def set_aside(
+    path: str | os.PathLike,
+    quarantine_dir: str | os.PathLike,
+    reason: str,
+    *,
+    with_files: Iterable[Path] = (),
+) -> Path:
+    """Move a bad file into ``quarantine_dir`` (never delete it) with a note saying why.
+
+    The one way the project sets a file aside (run files of the store, entries of the figures
+    cache): ``path`` becomes ``<quarantine_dir>/<UTC time>-<name>`` beside a ``<that name>.why``
+    note (``"<path>: <reason>"``, when, by which process on which host); each of ``with_files``
+    (e.g. the file's completion record) that exists is moved beside it under the same time stamp.
+
+    Returns:
+        The new path of ``path``.
+
+    Raises:
+        OSError: the file cannot be moved (the caller says what to do then).
+    """
+    src, dest_dir = Path(path), as_folder(quarantine_dir)
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    stamp = _stamp()
+    dest = dest_dir / f"{stamp}-{src.name}"
+    atomic_write_text(
+        dest.with_name(dest.name + ".why"),
+        f"{src}: {reason}\nset aside at {stamp} by pid {os.getpid()} on {socket.gethostname()}\n",
+    )
+    os.replace(src, dest)
+    for other in with_files:
+        if Path(other).is_file():
+            os.replace(other, dest_dir / f"{stamp}-{Path(other).name}")
+    fsync_dir(dest_dir)
+    fsync_dir(src.parent)
+    return dest
 
 
 def temp_files(folder: str | os.PathLike) -> list[Path]:

@@ -38,13 +38,11 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import datetime as _dt
 import hashlib
 import io
 import json
 import os
 import re
-import socket
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -57,7 +55,7 @@ from synthetic.store.folders import (
     as_folder,
     atomic_write_bytes,
     atomic_write_text,
-    fsync_dir,
+    set_aside,
 )
 from synthetic.store.schema import EPOCH, RUN_KEY, config_columns, expected_epochs
 
@@ -395,15 +393,12 @@ def finished_keys(folder: str | os.PathLike) -> set[str]:
     return scan_store(folder).keys
 
 
-def _stamp() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
-
-
 def quarantine(folder: str | os.PathLike, checks: Iterable[RunCheck]) -> list[Path]:
     """Move bad run files (and their completion records) to ``<folder>/quarantine/``.
 
-    Each file becomes ``quarantine/<UTC time>-<name>`` beside a ``.why`` note holding the reason;
-    nothing is deleted. Returns the new paths of the run files.
+    Each file becomes ``quarantine/<UTC time>-<name>`` beside a ``.why`` note holding the reason
+    (:func:`synthetic.store.folders.set_aside`); nothing is deleted. Returns the new paths of the
+    run files.
     """
     base = as_folder(folder)
     dest_dir = base / QUARANTINE_SUBDIR
@@ -411,21 +406,8 @@ def quarantine(folder: str | os.PathLike, checks: Iterable[RunCheck]) -> list[Pa
     for c in checks:
         if c.ok:
             continue
-        dest_dir.mkdir(parents=True, exist_ok=True)
-        stamp = _stamp()
-        dest = dest_dir / f"{stamp}-{c.path.name}"
-        atomic_write_text(
-            dest.with_name(dest.name + ".why"),
-            f"{c.path}: {c.reason}\nset aside at {stamp} by pid {os.getpid()} on {socket.gethostname()}\n",
-        )
-        os.replace(c.path, dest)
         rec = c.path.with_suffix(_RECORD_SUFFIX)
-        if rec.is_file() and _KEY_RE.match(c.key):
-            os.replace(rec, dest_dir / f"{stamp}-{rec.name}")
-        moved.append(dest)
-    if moved:
-        fsync_dir(dest_dir)
-        fsync_dir(base / RUNS_SUBDIR)
+        moved.append(set_aside(c.path, dest_dir, c.reason, with_files=[rec] if _KEY_RE.match(c.key) else []))
     return moved
 
 
