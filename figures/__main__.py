@@ -18,7 +18,10 @@ _EPILOG = """\
 stages (one progress bar across all of them; one-line progress messages when stderr is not a terminal):
   theory     the theory checks T1-T8 and the W-law (python -m theory), and the theory tables of the
              figures (Harris gap, HUCL at NC, cvxpy Gram matrices); cached under RESULTS/cache/figures/
-             keyed by scale, seed and a hash of the theory sources: a warm run reuses them
+             keyed by scale, seed and a hash of the theory sources: a warm run reuses them. Each
+             cached file has a completeness record (rows, sha256); a truncated, empty, garbage or
+             unrecorded one is named in the stage's line, moved to the entry's quarantine/ folder
+             and recomputed
   synthetic  trains the synthetic claim grids of S1-S4, R4, R5 at the chosen scale into
              RESULTS/synthetic/<grid>[-<scale>] (as `python -m synthetic sweep GRID --results
              RESULTS/synthetic` does; stored runs are never trained again), then the synthetic

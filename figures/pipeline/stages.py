@@ -111,12 +111,10 @@ class TheoryStage:
     def run(self, ctx: Context) -> str:
         """Run (or read from the cache) the checks and the tables the figures need; add the records."""
         cache = ctx.cache(self.name)
-        text = cache.read_text("claims.json")
-        if text is None:
+        recs = cache.read_text("claims.json", parse=claims.from_json)
+        if recs is None:  # absent, or bad (then set aside and named in the stage's line)
             recs = self.checks(ctx.scale, ctx.seed)
             cache.write_text("claims.json", claims.to_json(recs))
-        else:
-            recs = claims.from_json(text)
         ctx.add(recs)
         ctx.tick("theory checks")
         for name, producer in self.tables.items():
