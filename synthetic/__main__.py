@@ -30,7 +30,7 @@ from synthetic.claims.criteria import CLAIMS
 from synthetic.claims.records import claim_details, evaluate_claims
 from synthetic.store.errors import StoreError
 from synthetic.store.folders import atomic_write_text
-from synthetic.store.read import load_results
+from synthetic.store.read import load_results, missing_line
 from synthetic.store.summary import format_summary, format_summary_csv, format_summary_markdown, summarize
 from synthetic.store.tables import StoreWarning
 from synthetic.sweep.backends import SlurmOptions, make_slurm_cluster
@@ -321,16 +321,24 @@ def _load_results(folder: str):
 
 
 def _report_left_out(table) -> None:
-    """Name the runs a table leaves out (incomplete / corrupt files, recorded failures) on stderr."""
+    """Name the runs a table leaves out (bad or missing run files, recorded failures) on stderr."""
     excluded = table.attrs.get("excluded", [])
     failed = table.attrs.get("failed", [])
+    missing = table.attrs.get("missing", [])
     if excluded:
         _note(
-            f"note: {len(excluded)} incomplete or corrupt run file(s) left out (the next sweep sets "
-            "them aside and reruns them):"
+            f"note: {len(excluded)} incomplete, corrupt or unverified run file(s) left out (the next "
+            "sweep sets aside and reruns those it cannot verify):"
         )
         for e in excluded:
             _note(f"  {e}")
+    if missing:
+        _note(
+            f"note: {len(missing)} run(s) missing behind their completion record, left out (n_seeds counts "
+            "the runs present; the sweep of their grid trains them again):"
+        )
+        for m in missing:
+            _note(f"  {missing_line(m)}")
     if failed:
         _note(f"note: {len(failed)} failed run(s) left out (see their failures/<key>.json):")
         for f in failed:
@@ -470,9 +478,9 @@ def _claims(args) -> int:
         print(
             f"{r['claim']}{where}: {r['verdict'].upper()}  ({r['n_runs']} runs)\n  {r['statement']}\n  {r['measured']}\n"
         )
-    left_out = len(table.attrs.get("excluded", [])) + len(table.attrs.get("failed", []))
+    left_out = sum(len(table.attrs.get(k, [])) for k in ("excluded", "failed", "missing"))
     if left_out:
-        print(f"({left_out} run(s) left out as incomplete, corrupt or failed: listed on stderr)\n")
+        print(f"({left_out} run(s) left out as incomplete, corrupt, failed or missing: listed on stderr)\n")
     if args.details:
         details = claim_details(table)
         with pd.option_context("display.max_columns", None, "display.width", 250, "display.max_rows", None):

@@ -19,7 +19,7 @@ import pandas as pd
 from figures.pipeline.produce_theory import _check_scale
 from synthetic.claims.criteria import CLAIM_GRIDS, criteria
 from synthetic.claims.records import judge
-from synthetic.store.read import load_results
+from synthetic.store.read import load_results, missing_line
 from synthetic.store.schema import decode_class_means
 from synthetic.sweep.grids import load_grid
 from synthetic.sweep.progress import SweepProgress
@@ -141,17 +141,21 @@ def load_synthetic(results: str | os.PathLike) -> pd.DataFrame:
 
     Uses the synthetic package's loader (only complete runs; one table per grid folder); an
     empty frame when nothing is stored. ``attrs["left_out"]`` lists the run files it left out
-    (incomplete, corrupt or failed runs, as the loader names them).
+    (incomplete, corrupt, failed or missing runs, as the loader names them) and ``attrs["missing"]``
+    the runs missing behind their completion record (``synthetic.store.read.load_results``).
     """
     import warnings
 
-    frames, left_out = [], []
+    frames, left_out, missing = [], [], []
     seen: set[str] = set()
     for folder in find_synthetic_results(results):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # named in attrs["left_out"], shown by the stage
             t = load_results(folder)
         left_out += list(t.attrs.get("excluded", [])) + list(t.attrs.get("failed", []))
+        new = [m for m in t.attrs.get("missing", []) if str(m.get("grid")) not in seen]
+        missing += new
+        left_out += [missing_line(m) for m in new]
         if len(t) == 0:
             continue
         if "grid" in t.columns:
@@ -167,6 +171,7 @@ def load_synthetic(results: str | os.PathLike) -> pd.DataFrame:
             cols.remove("grid")
             out = out[["grid"] + cols]
     out.attrs["left_out"] = left_out
+    out.attrs["missing"] = missing  # the synthetic judges name the missing seeds in their records
     return out
 
 
@@ -188,6 +193,8 @@ def synthetic_claims(
         One record per claim and stored grid scale.
     """
     t = table if isinstance(table, pd.DataFrame) and len(table) else pd.DataFrame({"grid": []})
+    if isinstance(table, pd.DataFrame) and t is not table:
+        t.attrs["missing"] = list(table.attrs.get("missing", []))
     return judge(t, results=str(synthetic_folder(results)), scale=scale)
 
 

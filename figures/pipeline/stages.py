@@ -224,7 +224,9 @@ class SyntheticStage:
             )
         left_out = table.attrs.get("left_out", [])
         if left_out:
-            parts.append(f"{len(left_out)} run files left out (incomplete, corrupt or failed): {left_out[0]}")
+            parts.append(
+                f"{len(left_out)} run files left out (incomplete, corrupt, failed or missing): {left_out[0]}"
+            )
         if failed:
             raise StageFailure(f"{len(failed)} synthetic runs failed ({failed[0]}); " + "; ".join(parts))
         return "; ".join(parts)

@@ -23,6 +23,7 @@ from synthetic.claims.rows import (
     aggregate,
     is_dc,
     is_nc,
+    missing_note,
     rank_column,
     run_summary,
     setting_of,
@@ -30,6 +31,7 @@ from synthetic.claims.rows import (
     with_available,
 )
 from synthetic.store.schema import GRID, RUN_KEY
+from synthetic.store.summary import missing_seeds
 from theory import claims as records
 
 __all__ = ["judge", "to_frame", "format_records", "evaluate_claims", "claim_details"]
@@ -40,6 +42,11 @@ def _grids_of(table: pd.DataFrame, grid: str) -> list[str]:
         return []
     names = [g for g in dict.fromkeys(table[GRID].astype(str)) if g == grid or g.startswith(grid + "-")]
     return sorted(names, key=lambda g: (g != grid, g))
+
+
+def _grids_of_names(missing: Sequence[dict], grid: str) -> set[str]:
+    names = {str(m.get(GRID)) for m in missing}
+    return {g for g in names if g == grid or g.startswith(grid + "-")}
 
 
 def _scale(folder: str, grid: str) -> str:
@@ -57,10 +64,15 @@ def judge(table: pd.DataFrame, *, results: str = "results", scale: str = "defaul
     Returns:
         One record per claim and stored grid folder (each scale apart), in
         :data:`CLAIM_GRIDS` order; a NOT RUN record (with the command) for a claim without runs.
+        A run missing behind its completion record (``table.attrs["missing"]``) does not change
+        the rule, which reads the runs present, but the record names it: its setting, seed and
+        ``n`` in the notes (:func:`synthetic.claims.rows.missing_note`) and their number in
+        ``setting["missing runs"]``.
     """
     if not isinstance(table, pd.DataFrame):
         raise ValueError(f"table must be a DataFrame, got {type(table).__name__}")
     out: list[records.Claim] = []
+    gone = list(table.attrs.get("missing", []))
     for cid, grid in CLAIM_GRIDS.items():
         crit = criteria(cid)
         folders = _grids_of(table, grid) if len(table) else []
@@ -72,12 +84,17 @@ def judge(table: pd.DataFrame, *, results: str = "results", scale: str = "defaul
             sc = _scale(folder, grid)
             runs = run_summary(rows)
             verdict, ev, subs, notes = JUDGES[cid](runs, crit)
+            setting = setting_of(runs, folder, sc)
+            mine = [m for m in gone if m.get(GRID) == folder]
+            if mine:  # the verdict reads the runs present; the record says which are not
+                setting["missing runs"] = str(len(mine))
+                notes = " ".join(n for n in (notes, missing_note(mine, runs)) if n)
             rec = records.Claim(
                 cid,
                 verdict,
                 tuple(ev),
                 tuple(subs),
-                setting=setting_of(runs, folder, sc),
+                setting=setting,
                 command=command(cid, results=results, scale=sc),
                 criterion=criterion_text(crit),
                 figures=_FIGURES[cid],
@@ -85,12 +102,18 @@ def judge(table: pd.DataFrame, *, results: str = "results", scale: str = "defaul
             )
             found.append((sc != scale, rec))
         if not found:
+            lost = sorted(_grids_of_names(gone, grid))
             out.append(
                 records.not_run(
                     cid,
                     command(cid, results=results, scale=scale),
                     criterion=criterion_text(crit),
-                    notes=f"no stored runs of grid {grid}",
+                    notes=f"no stored runs of grid {grid}"
+                    + (
+                        f"; every run of {', '.join(lost)} is missing behind its completion record"
+                        if lost
+                        else ""
+                    ),
                 )
             )
         out += [r for _, r in sorted(found, key=lambda x: x[0])]
@@ -169,7 +192,8 @@ def claim_details(table: pd.DataFrame) -> pd.DataFrame:
 
     Returns:
         One row per (claim, grid folder, config without seed): ``claim``, ``grid``, the varying
-        config columns, ``n_seeds``, ``<m>_mean`` / ``<m>_std`` (final epoch and ``init_``
+        config columns, ``n_seeds``, ``missing_seeds`` (when a run of the folder is missing behind
+        its completion record), ``<m>_mean`` / ``<m>_std`` (final epoch and ``init_``
         epoch 0), ``nc`` and, where ranks are recorded, ``dc_<rank column>``.
     """
     if not isinstance(table, pd.DataFrame):
@@ -180,7 +204,16 @@ def claim_details(table: pd.DataFrame) -> pd.DataFrame:
         thresholds = [float(t) for t in crit.get("rank_thresholds", (1e-2, 1e-4))]
         for folder in _grids_of(table, grid) if len(table) else []:
             runs = with_available(run_summary(table[table[GRID].astype(str) == folder]), thresholds)
-            agg = aggregate(runs, varying(runs))
+            cols = varying(runs)
+            agg = aggregate(runs, cols)
+            mine = [m for m in table.attrs.get("missing", []) if m.get(GRID) == folder]
+            if mine:  # n_seeds counts the runs present; name the seeds that are not
+                seeds = [missing_seeds(mine, r.to_dict(), cols) for _, r in agg.iterrows()]
+                agg.insert(
+                    agg.columns.get_loc("n_seeds") + 1,
+                    "missing_seeds",
+                    [", ".join(map(str, x)) for x in seeds],
+                )
             agg.insert(0, "grid", folder)
             agg.insert(0, "claim", cid)
             agg["nc"] = [is_nc(r, crit) for _, r in agg.iterrows()]

@@ -17,10 +17,10 @@ import numpy as np
 import pandas as pd
 
 from synthetic.store.schema import EPOCH, GRID, RUN_KEY, config_columns
-from synthetic.store.summary import format_mean_std
+from synthetic.store.summary import config_text, format_mean_std, missing_seeds
 from theory import claims as records
 
-__all__ = ["SUMMARY_METRICS", "run_summary", "aggregate"]
+__all__ = ["SUMMARY_METRICS", "run_summary", "aggregate", "missing_note"]
 
 #: Metrics carried by a run summary (final epoch; ``init_<m>`` at epoch 0), when present.
 SUMMARY_METRICS = (
@@ -80,8 +80,8 @@ def aggregate(runs: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def varying(runs: pd.DataFrame, exclude: Sequence[str] = ()) -> list[str]:
-    """Config columns that vary across ``runs`` (other than ``seed`` and ``exclude``)."""
+def _setting_columns(runs: pd.DataFrame) -> list[str]:
+    """The config columns of a run summary or table, less ``seed``, ``run_key`` and ``grid``."""
     cfg = [c for c in config_columns(runs) if c in runs.columns] if RUN_KEY in runs.columns else []
     if not cfg:
         cfg = [
@@ -89,9 +89,16 @@ def varying(runs: pd.DataFrame, exclude: Sequence[str] = ()) -> list[str]:
             for c in runs.columns
             if not (c in SUMMARY_METRICS or c.startswith("init_") or c == "final_epoch")
         ]
-        cfg = [c for c in cfg if c not in (RUN_KEY, GRID)]
-    skip = {"seed", RUN_KEY, GRID, *exclude}
-    return [c for c in cfg if c not in skip and runs[c].astype(str).nunique(dropna=False) > 1]
+    return [c for c in cfg if c not in ("seed", RUN_KEY, GRID)]
+
+
+def varying(runs: pd.DataFrame, exclude: Sequence[str] = ()) -> list[str]:
+    """Config columns that vary across ``runs`` (other than ``seed`` and ``exclude``)."""
+    return [
+        c
+        for c in _setting_columns(runs)
+        if c not in exclude and runs[c].astype(str).nunique(dropna=False) > 1
+    ]
 
 
 #: Order of the columns in a setting label; columns not listed follow in their own order.
@@ -236,3 +243,49 @@ def setting_of(runs: pd.DataFrame, folder: str, scale: str) -> dict[str, str]:
     if "seed" in runs.columns:
         out["seeds"] = str(runs["seed"].nunique())
     return out
+
+
+def missing_note(missing: Sequence[dict[str, Any]], runs: pd.DataFrame) -> str:
+    """Which seeds of which settings of a grid folder are missing, or "" when none is.
+
+    Args:
+        missing: the folder's ``attrs["missing"]`` entries (``synthetic.store.read.load_results``):
+            runs whose file is gone behind its completion record, with the config it holds.
+        runs: the folder's run summary (:func:`run_summary`), the runs present.
+
+    Returns:
+        ``"Missing runs, left out of every number above (...): beta=5: seed 1 (n = 2 of 3); ..."``.
+    """
+    if not missing:
+        return ""
+    known = [m for m in missing if m.get("config")]
+    cfg = _setting_columns(runs)
+
+    def values(c: str) -> set[str]:
+        return {config_text(v) for v in runs[c]} | {config_text(m["config"].get(c)) for m in known}
+
+    cols = [c for c in cfg if len(values(c)) > 1]
+    parts: list[str] = []
+    matched: set[str] = set()
+    for _, row in aggregate(runs, cols).iterrows() if len(runs) else ():
+        mine = [m for m in known if missing_seeds([m], row.to_dict(), cols)]
+        if mine:
+            matched.update(m["run_key"] for m in mine)
+            seeds = missing_seeds(mine, row.to_dict(), cols)
+            n = int(row["n_seeds"])
+            parts.append(
+                f"{label(row, cols)}: seed {', '.join(map(str, seeds))} (n = {n} of {n + len(seeds)})"
+            )
+    alone: dict[str, list[Any]] = {}  # settings none of whose runs is present
+    for m in known:
+        if m["run_key"] not in matched:
+            config = {c: m["config"].get(c, math.nan) for c in cols}
+            alone.setdefault(label(config, cols), []).append(m["config"].get("seed"))
+    parts += [f"{lab}: seed {', '.join(map(str, s))} (n = 0 of {len(s)})" for lab, s in alone.items()]
+    unknown = [str(m["run_key"]) for m in missing if not m.get("config")]
+    if unknown:
+        parts.append(f"runs {', '.join(unknown)} (records without their config)")
+    return (
+        "Missing runs, left out of every number above (run file gone behind its completion record; "
+        "the command trains them again): " + "; ".join(parts) + "."
+    )

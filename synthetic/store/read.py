@@ -19,7 +19,7 @@ from synthetic.store.folders import RUNS_SUBDIR
 from synthetic.store.schema import GRID
 from synthetic.store.tables import StoreWarning, read_table
 
-__all__ = ["find_result_folders", "load_results"]
+__all__ = ["find_result_folders", "load_results", "missing_line"]
 
 
 def find_result_folders(base: str | os.PathLike, max_depth: int = 3) -> list[Path]:
@@ -79,8 +79,11 @@ def load_results(folder: str | os.PathLike) -> pd.DataFrame:
     claim grid with or without it and reports each scale apart.
 
     Only complete runs are read. ``attrs["excluded"]`` lists the run files left out (``"<path>:
-    <reason>"``: incomplete, corrupt or foreign files) and ``attrs["failed"]`` the runs recorded
-    as failed (``"<grid>/<key>: <exception> at epoch <e>: <reason>"``).
+    <reason>"``: incomplete, corrupt, foreign or unverified files), ``attrs["failed"]`` the runs
+    recorded as failed (``"<grid>/<key>: <exception> at epoch <e>: <reason>"``) and
+    ``attrs["missing"]`` the runs whose file is missing behind its completion record (dicts with
+    ``grid``, ``run_key``, ``record`` and ``config``, the config its record holds or None): a
+    summary names their seeds (``synthetic.store.summary.summarize``).
 
     Raises:
         FileNotFoundError: no results there; when the grid folders are one or more levels
@@ -94,25 +97,44 @@ def load_results(folder: str | os.PathLike) -> pd.DataFrame:
         if not folders:
             raise _no_results_error(base)
     frames, excluded, failed = [], [], []
+    missing: list[dict] = []
     for p in folders:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", StoreWarning)  # reported once below, for all folders
             t = read_table(p)
+        grid = p.resolve().name if p == base else p.name
         excluded.extend(t.attrs.get("excluded", []))
         failed.extend(_failed_lines(p))
+        missing.extend({"grid": grid, **m} for m in t.attrs.get("missing", []))
         if len(t):
             t = t.copy()
             if GRID not in t.columns:
-                t.insert(0, GRID, p.resolve().name if p == base else p.name)
+                t.insert(0, GRID, grid)
             frames.append(t)
     out = pd.concat(frames, ignore_index=True, sort=False) if frames else pd.DataFrame()
     out.attrs["excluded"] = excluded
     out.attrs["failed"] = failed
+    out.attrs["missing"] = missing
     if excluded:
         warnings.warn(
-            f"{len(excluded)} run file(s) under {base} left out (the next sweep sets them aside and "
-            "reruns them): " + "; ".join(excluded),
+            f"{len(excluded)} run file(s) under {base} left out (the next sweep sets aside and reruns "
+            "those it cannot verify): " + "; ".join(excluded),
+            StoreWarning,
+            stacklevel=2,
+        )
+    if missing:
+        warnings.warn(
+            f"{len(missing)} run(s) under {base} missing behind their completion record (the next sweep "
+            "of their grid trains them again): " + "; ".join(missing_line(m) for m in missing),
             StoreWarning,
             stacklevel=2,
         )
     return out
+
+
+def missing_line(missing: dict) -> str:
+    """``"<grid>/<key> (seed S): run file missing behind its completion record"`` of one ``attrs["missing"]`` entry."""
+    config = missing.get("config") or {}
+    seed = f" (seed {config['seed']})" if "seed" in config else ""
+    where = f"{missing['grid']}/" if missing.get("grid") else ""
+    return f"{where}{missing['run_key']}{seed}: run file missing behind its completion record {missing.get('record', '')}"

@@ -6,7 +6,8 @@ Run files in a results folder (the whole folder: :mod:`synthetic.store.folders`)
                                 then ``run_key``, ``epoch``, metric columns (synthetic.store.schema)
     <folder>/runs/<key>.json    its completion record: {"format": "synthetic-run/1", "run_key",
                                 "rows", "epochs" (the epochs its config records), "sha256" and
-                                "bytes" of the CSV file}
+                                "bytes" of the CSV file, "config" (its config columns; records
+                                written before this field existed have none)}
     <folder>/quarantine/        run files set aside (incomplete, corrupt, foreign), each beside a
                                 ``<name>.why`` note; moved there, never deleted
 
@@ -16,17 +17,26 @@ the key and a run can never be stored twice.
 **Completeness.** A run file counts as stored only when :func:`check_run_file` verifies it: its
 bytes hash to the sha256 of its completion record, and the record's epochs are the epochs its
 config records (``synthetic.store.schema.expected_epochs``; :func:`write_run` refuses a frame with
-others). A run file without a record (written before records existed, or by hand) is checked
-field by field instead: it must end with a newline, every row must have the header's number of
-fields, its ``run_key`` column must equal its file name, and its epochs must be those its
-``epochs`` / ``eval_every`` columns record. Anything else (a truncated, modified, empty, garbage
-or unrelated CSV) is reported by file name, left out of every table, set aside by the next sweep
-(:func:`quarantine`) and rerun.
+others). A run file without a record (written before records existed, or by hand) is never
+trusted on its own: it must end with a newline, every row must have the header's number of
+fields and the same config values, its ``run_key`` column must equal its file name, its epochs
+must be those its ``epochs`` / ``eval_every`` columns record, **and** its config columns must hash
+to its name. Only a caller that knows the config class can check the last (``key_of``, passed by
+the sweep); without it such a file is left out as "not verified". A sweep then adopts it (writes
+its record, :func:`adopt_unrecorded`) or, when any check fails (a row edited to ``lr = 0.123``
+under the key of ``lr = 0.001``), sets it aside. Anything else (a truncated, modified, empty,
+garbage or unrelated CSV) is reported by file name, left out of every table, set aside by the
+next sweep (:func:`quarantine`) and rerun.
+
+**Missing runs.** A completion record whose run file is gone (deleted by hand, or a kill between
+the two writes) is a *missing* run (:class:`MissingRun`, :attr:`StoreScan.missing`): readers name
+it, with the config its record holds, so that a summary says which seeds are missing instead of
+averaging fewer; the next sweep of its grid trains it again.
 
 **Atomicity.** Every file is written to a temporary file in the same folder, flushed and
 ``fsync``-ed, then moved into place with :func:`os.replace`, and the folder is ``fsync``-ed. The
 completion record is written before the run file, so a kill between the two leaves a record
-without a run (ignored) rather than an unverifiable run; a run file is never half-written. A kill
+without a run (a missing run) rather than an unverifiable run; a run file is never half-written. A kill
 at any moment therefore leaves only complete runs plus, at worst, a leftover ``.*.tmp`` file that
 every reader ignores (``synthetic.store.folders.remove_temp_files``).
 
@@ -41,12 +51,14 @@ import dataclasses
 import hashlib
 import io
 import json
+import math
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from synthetic.store.folders import (
@@ -62,7 +74,9 @@ from synthetic.store.schema import EPOCH, RUN_KEY, config_columns, expected_epoc
 __all__ = [
     "RUN_FORMAT",
     "RunCheck",
+    "MissingRun",
     "StoreScan",
+    "KeyOf",
     "check_key",
     "run_path",
     "record_path",
@@ -81,6 +95,10 @@ RUN_FORMAT = "synthetic-run/1"
 _RUN_SUFFIX = ".csv"
 _RECORD_SUFFIX = ".json"
 _KEY_RE = re.compile(r"^[A-Za-z0-9_\-]{1,128}$")
+
+#: ``config columns -> run key`` of a config class (``RunConfig.from_dict(c).key()``): what checks a
+#: run file without a completion record (the store knows no config class).
+KeyOf = Callable[[dict[str, Any]], str]
 
 
 def check_key(key: str) -> str:
@@ -213,10 +231,28 @@ def write_run(
         "epochs": epochs,
         "sha256": hashlib.sha256(body).hexdigest(),
         "bytes": len(body),
+        "config": config_of(out),
     }
     # the record first: a kill between the two writes leaves a record without a run (ignored)
     atomic_write_text(record_path(folder, key), json.dumps(record, separators=(",", ":")) + "\n")
     return atomic_write_bytes(run_path(folder, key), body)
+
+
+def _plain(value: Any) -> Any:
+    """A cell as a JSON value: numpy scalars as Python scalars, NaN (an empty cell) as None."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)  # anything else as the text the CSV holds
+
+
+def config_of(frame: pd.DataFrame) -> dict[str, Any]:
+    """The config columns of a run frame's first row as a JSON-able dict (what ``key_of`` reads)."""
+    row = frame.iloc[0]
+    return {c: _plain(row[c]) for c in config_columns(frame)}
 
 
 def _epochs_text(epochs: list[int]) -> str:
@@ -249,8 +285,14 @@ class RunCheck:
         return f"{self.path}: {self.reason}" if self.reason else str(self.path)
 
 
-def check_run_file(path: str | os.PathLike) -> RunCheck:
-    """Verify one run file (see the module docstring); never raises for a bad file."""
+def check_run_file(path: str | os.PathLike, key_of: KeyOf | None = None) -> RunCheck:
+    """Verify one run file (see the module docstring); never raises for a bad file.
+
+    Args:
+        path: the run file.
+        key_of: the run key of a dict of config columns; checks a file without a completion record
+            (without it such a file is not ok: "not verified").
+    """
     path = Path(path)
     key = path.name[: -len(_RUN_SUFFIX)] if path.name.endswith(_RUN_SUFFIX) else path.name
 
@@ -293,8 +335,28 @@ def check_run_file(path: str | os.PathLike) -> RunCheck:
                 True,
             )
         return bad(f"corrupt: its sha256 differs from its completion record ({len(data)} bytes)", sha, True)
-    reason = _check_unrecorded(data, key)
+    reason = _check_unrecorded(data, key) or _check_unrecorded_key(data, key, key_of)
     return RunCheck(path, key, reason == "", reason, sha, False)
+
+
+def _check_unrecorded_key(data: bytes, key: str, key_of: KeyOf | None) -> str:
+    """'' when the config columns of a field-complete run file hash to its name ``key``."""
+    if key_of is None:
+        return (
+            "not verified: no completion record, and its config columns are checked against its "
+            "name only by a sweep (which then adopts it, or sets it aside and reruns it)"
+        )
+    config = config_of(parse_csv(data))
+    try:
+        got = key_of(config)
+    except (ValueError, TypeError, KeyError) as exc:
+        return f"no completion record, and its config columns are not a run config ({exc})"
+    if got != key:
+        return (
+            f"corrupt or foreign: no completion record, and its config columns hash to run {got}, "
+            f"not to its name {key}"
+        )
+    return ""
 
 
 def _check_unrecorded(data: bytes, key: str) -> str:
@@ -329,6 +391,16 @@ def _check_unrecorded(data: bytes, key: str) -> str:
     keys = {r[ki] for r in body}
     if keys != {key}:
         return f"not a run file of run {key}: its run_key column holds {sorted(keys)[:3]}"
+    for i, r in enumerate(body[1:], start=3):
+        differ = [
+            h for h, a, b in zip(header[:ki], body[0][:ki], r[:ki], strict=True) if a != b and h != EPOCH
+        ]
+        if differ:
+            c = header.index(differ[0])
+            return (
+                f"corrupt: its config differs between rows ({differ[0]} = {body[0][c]} on line 2, "
+                f"{r[c]} on line {i})"
+            )
     try:
         epochs = [int(r[ei]) for r in body]
     except ValueError:
@@ -356,12 +428,36 @@ def _check_unrecorded(data: bytes, key: str) -> str:
 
 
 @dataclasses.dataclass(frozen=True)
+class MissingRun:
+    """A completion record whose run file is gone.
+
+    Attributes:
+        key: the run key; record: the record's path; config: the config columns the record holds
+            (None for a record written before records held them).
+    """
+
+    key: str
+    record: Path
+    config: dict[str, Any] | None = None
+
+    def describe(self) -> str:
+        """``"<run file>: missing behind its completion record (seed S)"``."""
+        seed = "" if not self.config or "seed" not in self.config else f" (seed {self.config['seed']})"
+        return f"{self.record.with_suffix(_RUN_SUFFIX)}: missing behind its completion record{seed}"
+
+    def as_dict(self) -> dict[str, Any]:
+        """``{"run_key", "record", "config"}`` (what tables carry in ``attrs["missing"]``)."""
+        return {"run_key": self.key, "record": str(self.record), "config": self.config}
+
+
+@dataclasses.dataclass(frozen=True)
 class StoreScan:
-    """What a results folder holds: complete runs by key, and the files that are not."""
+    """What a results folder holds: complete runs by key, the files that are not, the runs missing."""
 
     folder: Path
     ok: dict[str, RunCheck]
     bad: list[RunCheck]
+    missing: list[MissingRun] = dataclasses.field(default_factory=list)
 
     @property
     def keys(self) -> set[str]:
@@ -373,19 +469,35 @@ class StoreScan:
         return [c.describe() for c in self.bad]
 
 
-def scan_store(folder: str | os.PathLike) -> StoreScan:
-    """Check every ``runs/*.csv`` of ``folder`` (temporary files and other names are ignored)."""
+def scan_store(folder: str | os.PathLike, key_of: KeyOf | None = None) -> StoreScan:
+    """Check every ``runs/*.csv`` of ``folder`` and find the records without a run file.
+
+    Temporary files and other names are ignored. ``key_of``: see :func:`check_run_file`.
+    """
     base = as_folder(folder)
     runs = base / RUNS_SUBDIR
     ok: dict[str, RunCheck] = {}
     bad: list[RunCheck] = []
+    missing: list[MissingRun] = []
     if runs.is_dir():
         for p in sorted(runs.iterdir()):
-            if not p.name.endswith(_RUN_SUFFIX) or p.name.startswith(".") or not p.is_file():
+            if p.name.startswith(".") or not p.is_file():
                 continue
-            c = check_run_file(p)
-            (ok.__setitem__(c.key, c) if c.ok else bad.append(c))
-    return StoreScan(base, ok, bad)
+            if p.name.endswith(_RUN_SUFFIX):
+                c = check_run_file(p, key_of)
+                (ok.__setitem__(c.key, c) if c.ok else bad.append(c))
+            elif p.name.endswith(_RECORD_SUFFIX) and _KEY_RE.match(p.stem):
+                if not p.with_suffix(_RUN_SUFFIX).exists():
+                    missing.append(MissingRun(p.stem, p, _recorded_config(p)))
+    return StoreScan(base, ok, bad, missing)
+
+
+def _recorded_config(record: Path) -> dict[str, Any] | None:
+    try:
+        config = json.loads(record.read_text(encoding="utf-8")).get("config")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return dict(config) if isinstance(config, Mapping) else None
 
 
 def finished_keys(folder: str | os.PathLike) -> set[str]:
@@ -412,7 +524,11 @@ def quarantine(folder: str | os.PathLike, checks: Iterable[RunCheck]) -> list[Pa
 
 
 def adopt_unrecorded(folder: str | os.PathLike, checks: Iterable[RunCheck]) -> list[str]:
-    """Write completion records for complete run files that have none (older stores); return keys."""
+    """Write completion records for verified run files that have none (older stores); return keys.
+
+    ``checks`` are those of a :func:`scan_store` given ``key_of``: only a file whose config columns
+    hash to its name is ok without a record, so nothing unverified is adopted.
+    """
     done = []
     for c in checks:
         if not c.ok or c.recorded:
@@ -428,6 +544,7 @@ def adopt_unrecorded(folder: str | os.PathLike, checks: Iterable[RunCheck]) -> l
             "epochs": [int(e) for e in frame[EPOCH]],
             "sha256": c.sha256,
             "bytes": len(data),
+            "config": config_of(frame),
         }
         atomic_write_text(
             c.path.with_suffix(_RECORD_SUFFIX), json.dumps(record, separators=(",", ":")) + "\n"

@@ -5,8 +5,10 @@ deterministically (``synthetic.store.schema.sort_table``), so it does not depend
 runs finished. Its record ``table.json`` holds the table's sha256 and the sha256 of every run
 file it was built from; :func:`read_table` uses ``table.csv`` only while both still match (a run
 file changed, added, removed or set aside makes it stale) and otherwise rebuilds the table from
-the run files. Incomplete or corrupt run files are never in a table: they are listed in
-``table.attrs["excluded"]`` and named by a :class:`StoreWarning`.
+the run files. Incomplete, corrupt or unverified run files are never in a table: they are listed
+in ``table.attrs["excluded"]`` and named by a :class:`StoreWarning`; runs whose file is missing
+behind its completion record are listed in ``table.attrs["missing"]``
+(``synthetic.store.runs.MissingRun.as_dict``, with the config its record holds) and named too.
 """
 
 from __future__ import annotations
@@ -37,17 +39,30 @@ TABLE_FORMAT = "synthetic-table/1"
 
 
 class StoreWarning(UserWarning):
-    """Runs left out of a table because they are incomplete, corrupt or not run files."""
+    """Runs left out of a table: incomplete, corrupt or unverified files, or missing behind their record."""
 
 
 def _warn_excluded(scan: StoreScan) -> None:
     if scan.bad:
         warnings.warn(
-            f"{len(scan.bad)} run file(s) of {scan.folder} left out (the next sweep sets them aside "
-            "and reruns them): " + "; ".join(scan.excluded()),
+            f"{len(scan.bad)} run file(s) of {scan.folder} left out (the next sweep sets aside and "
+            "reruns those it cannot verify): " + "; ".join(scan.excluded()),
             StoreWarning,
             stacklevel=3,
         )
+    if scan.missing:
+        warnings.warn(
+            f"{len(scan.missing)} run(s) of {scan.folder} missing behind their completion record (the "
+            "next sweep of their grid trains them again): " + "; ".join(m.describe() for m in scan.missing),
+            StoreWarning,
+            stacklevel=3,
+        )
+
+
+def _left_out(table: pd.DataFrame, scan: StoreScan) -> pd.DataFrame:
+    table.attrs["excluded"] = scan.excluded()
+    table.attrs["missing"] = [m.as_dict() for m in scan.missing]
+    return table
 
 
 def load_table(
@@ -65,7 +80,8 @@ def load_table(
         Config columns, ``run_key``, ``epoch``, metric columns, sorted by :func:`sort_table`.
         An empty DataFrame when nothing is stored. The result does not depend on the order in
         which runs finished. ``table.attrs["excluded"]`` lists the run files left out
-        (``"<path>: <reason>"``); a :class:`StoreWarning` names them too.
+        (``"<path>: <reason>"``), ``table.attrs["missing"]`` the runs missing behind their
+        completion record; a :class:`StoreWarning` names them too.
     """
     scan = scan if scan is not None else scan_store(folder)
     if keys is None:
@@ -82,9 +98,7 @@ def load_table(
                 + (f"; incomplete or corrupt: {why[:3]}" if why else "")
             )
     if not wanted:
-        table = pd.DataFrame()
-        table.attrs["excluded"] = scan.excluded()
-        return table
+        return _left_out(pd.DataFrame(), scan)
     frames = []
     for k in wanted:
         data = scan.ok[k].path.read_bytes()
@@ -106,8 +120,7 @@ def load_table(
                 others.append(c)
     table = pd.concat(frames, ignore_index=True, sort=False)
     table = sort_table(table[config + [RUN_KEY, EPOCH] + others])
-    table.attrs["excluded"] = scan.excluded()
-    return table
+    return _left_out(table, scan)
 
 
 def _table_record_of(scan: StoreScan) -> dict[str, str]:
@@ -168,7 +181,7 @@ def table_is_current(folder: str | os.PathLike, scan: StoreScan | None = None) -
 def read_table(folder: str | os.PathLike) -> pd.DataFrame:
     """The table of ``folder``: ``table.csv`` while current (:func:`table_is_current`), else rebuilt.
 
-    ``attrs["excluded"]`` lists the run files left out (see :func:`load_table`).
+    ``attrs["excluded"]`` and ``attrs["missing"]`` list the runs left out (see :func:`load_table`).
 
     Raises:
         FileNotFoundError: neither ``table.csv`` nor ``runs/`` exists.
@@ -183,8 +196,7 @@ def read_table(folder: str | os.PathLike) -> pd.DataFrame:
         )
     scan = scan_store(base)
     if scan.ok and table_is_current(base, scan):
-        table = parse_csv(path.read_bytes())
-        table.attrs["excluded"] = scan.excluded()
+        table = _left_out(parse_csv(path.read_bytes()), scan)
         _warn_excluded(scan)
         return table
     return load_table(base, scan=scan)

@@ -9,8 +9,10 @@ calling process as soon as it comes back. Guarantees:
   finishes the sweep, and the final ``table.csv`` is byte-identical to the one of an
   uninterrupted sweep (runs are deterministic given their config, the table is sorted).
 * **Complete or absent.** A run counts as stored only when its file matches its completion
-  record (:mod:`synthetic.store.runs`). Incomplete, corrupt and foreign run files are named, moved to
-  ``quarantine/`` and rerun; ``table.csv`` is rebuilt whenever a run file changed.
+  record (:mod:`synthetic.store.runs`). A run file without a record (an older store's) is adopted
+  only when its rows are complete and its config columns hash to its name (checked with the
+  sweep's config class); incomplete, corrupt, foreign and unverifiable run files are named, moved
+  to ``quarantine/`` and rerun; ``table.csv`` is rebuilt whenever a run file changed.
 * **Failures are failures.** A run that raises (the engine raises
   :class:`synthetic.engine.errors.NonFiniteRun` when it diverges) gets a failure record in
   ``failures/<key>.json``, is counted in the summary, never enters the table, and makes
@@ -119,7 +121,10 @@ class SweepSummary:
             )
             lines.extend(f"  {q}" for q in self.quarantined)
         if self.adopted:
-            lines.append(f"gave {self.adopted} run file(s) of an older store a completion record")
+            lines.append(
+                f"gave {self.adopted} run file(s) of an older store a completion record (their rows are "
+                "complete and their config columns hash to their names)"
+            )
         lines.append(
             f"results: {self.results_dir}"
             + (f"  table: {self.table_path}" if self.table_path else "")
@@ -340,7 +345,7 @@ def _sweep_locked(
 ) -> SweepSummary:
     if unwritable is None:
         remove_temp_files(results)
-    scan = scan_store(results)
+    scan = scan_store(results, key_of=_key_of(configs))
     keys = [c.key() for c in configs]
     failed = read_failures(results)
     mine = set(keys)
@@ -441,6 +446,19 @@ def _sweep_locked(
         table_path,
         False,
     )
+
+
+def _key_of(configs: list) -> Callable[[dict], str] | None:
+    """``config columns -> run key`` of the sweep's config class: what verifies an unrecorded run file.
+
+    None when the configs cannot be rebuilt from their columns (no ``from_dict``): then no file
+    without a completion record is adopted.
+    """
+    cls = type(configs[0]) if configs else None
+    from_dict = getattr(cls, "from_dict", None)
+    if from_dict is None:
+        return None
+    return lambda columns: str(from_dict(dict(columns)).key())
 
 
 def _config_dict(config: Any) -> dict:

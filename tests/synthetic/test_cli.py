@@ -315,7 +315,10 @@ def test_summary_and_claims_name_the_runs_they_leave_out(tmp_path, capsys):
     victim.write_bytes(victim.read_bytes()[:-5])
     assert main(["summary", str(folder)]) == 0
     captured = capsys.readouterr()
-    assert "1 incomplete or corrupt run file(s) left out" in captured.err and victim.name in captured.err
+    assert (
+        "1 incomplete, corrupt or unverified run file(s) left out" in captured.err
+        and victim.name in captured.err
+    )
     assert main(["claims", str(tmp_path)]) == 0
     captured = capsys.readouterr()
     assert victim.name in captured.err and "1 run(s) left out" in captured.out

@@ -320,3 +320,30 @@ def test_run_summary_final_and_initial_rows():
     assert agg["n_seeds"].iloc[0] == 3 and math.isclose(agg["etf_mean_std"].iloc[0], 1e-3, rel_tol=1e-9)
     with pytest.raises(ValueError):
         rows.run_summary(pd.DataFrame({"a": [1]}))
+
+
+def test_a_claim_names_the_seeds_missing_behind_their_records():
+    """Observed: a run file gone behind its completion record made a claim average 2 seeds
+    instead of 3 without a word."""
+    g = "s1_scl_hscl_nc"
+    scl, hscl = dict(encoder="free"), dict(encoder="free", method="HSCL", beta=10.0)
+    full = _table(_runs(g, scl, NC), _runs(g, hscl, NC))
+    lost = full[(full["method"] == "HSCL") & (full["seed"] == 1)]
+    table = full.drop(lost.index).reset_index(drop=True)
+    config = {**BASE, **hscl, "seed": 1}
+    table.attrs["missing"] = [
+        {"grid": g, "run_key": lost["run_key"].iloc[0], "record": "r.json", "config": config}
+    ]
+    rec = _verdict(table, "S1")
+    assert rec.verdict is _verdict(full.drop(lost.index), "S1").verdict  # the rule itself is unchanged
+    assert "method=HSCL" in rec.notes and "seed 1 (n = 2 of 3)" in rec.notes, rec.notes
+    assert rec.setting["missing runs"] == "1"
+    assert "seed 1 (n = 2 of 3)" in records.evaluate_claims(table).set_index("claim").loc["S1", "measured"]
+    details = records.claim_details(table)
+    s1 = details[(details["claim"] == "S1")].set_index("method")
+    assert s1.loc["HSCL", "n_seeds"] == 2 and s1.loc["HSCL", "missing_seeds"] == "1"
+    assert s1.loc["SCL", "n_seeds"] == 3 and s1.loc["SCL", "missing_seeds"] == ""
+    # a whole grid folder missing: NOT RUN says so
+    gone = table.iloc[:0].copy()
+    gone.attrs["missing"] = table.attrs["missing"]
+    assert "missing behind its completion record" in _verdict(gone, "S1").notes

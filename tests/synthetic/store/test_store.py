@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 
 import numpy as np
@@ -200,7 +201,11 @@ def test_complete_run_files_of_an_older_store_are_kept_and_given_a_record(tmp_pa
     before = tables.read_table(tmp_path)
     for c in grid:
         runs.record_path(tmp_path, c.key()).unlink()
-    assert runs.finished_keys(tmp_path) == {c.key() for c in grid}  # checked field by field
+    # no reader takes them on trust; a sweep verifies them against its config class, then adopts
+    assert runs.finished_keys(tmp_path) == set()
+    assert all("not verified" in c.reason for c in runs.scan_store(tmp_path).bad)
+    key_of = lambda columns: RunConfig.from_dict(columns).key()  # noqa: E731
+    assert runs.scan_store(tmp_path, key_of).keys == {c.key() for c in grid}
     s = sw.run_sweep(grid, tmp_path, trainer=Trainer(always_failing_run), progress=False)
     assert (s.n_done, s.n_skipped, s.adopted, s.ok) == (0, 2, 2, True)
     assert all(runs.check_run_file(runs.run_path(tmp_path, c.key())).recorded for c in grid)
@@ -235,12 +240,80 @@ def test_foreign_files_are_named_set_aside_and_the_rest_continues(tmp_path, name
     assert tables.read_table(tmp_path).attrs["excluded"] == []
 
 
-def test_readers_skip_a_record_without_its_run(tmp_path):
+def test_readers_skip_a_record_without_its_run_and_name_it(tmp_path):
     # a kill between the two writes of write_run leaves the record (written first) alone
-    c = RunConfig(epochs=1, num_classes=3)
+    c = RunConfig(epochs=1, num_classes=3, seed=4)
     runs.write_run(tmp_path, fake_run(c))
     runs.run_path(tmp_path, c.key()).unlink()
-    assert runs.finished_keys(tmp_path) == set() and len(tables.load_table(tmp_path)) == 0
+    assert runs.finished_keys(tmp_path) == set()
+    with pytest.warns(tables.StoreWarning, match=f"{c.key()}.csv: missing behind its completion record"):
+        table = tables.load_table(tmp_path)
+    assert len(table) == 0
+    assert table.attrs["missing"] == [
+        {"run_key": c.key(), "record": str(runs.record_path(tmp_path, c.key())), "config": c.to_dict()}
+    ]
+
+
+def _rewrite_column(path, column: str, value: str, rows: str) -> None:
+    """Set ``column`` to ``value`` in every row (``rows="all"``) or in the last one, keeping the CSV layout."""
+    with open(path, newline="") as fh:
+        data = list(csv.reader(fh))
+    i = data[0].index(column)
+    for r in data[1:] if rows == "all" else data[-1:]:
+        r[i] = value
+    with open(path, "w", newline="") as fh:
+        csv.writer(fh, lineterminator="\n").writerows(data)
+
+
+@pytest.mark.parametrize("rows", ["all", "last"])
+def test_an_unrecorded_run_file_is_adopted_only_when_its_config_hashes_to_its_name(tmp_path, rows):
+    """Observed: a run file without a completion record, its rows edited to lr = 0.123 under the
+    key of lr = 0.001, was adopted as "an older store's" file and its rows reached table.csv."""
+    from synthetic.sweep import run as sw
+
+    grid = _stored(tmp_path, n_seeds=3)
+    lrs = {c.lr for c in grid}
+    assert lrs == {0.001}
+    victim = runs.run_path(tmp_path, grid[1].key())
+    for c in grid:  # an older store: no completion records at all
+        runs.record_path(tmp_path, c.key()).unlink()
+    _rewrite_column(victim, "lr", "0.123", rows)
+    check = runs.check_run_file(victim, key_of=lambda columns: RunConfig.from_dict(columns).key())
+    assert not check.ok and (
+        "hash to run" in check.reason if rows == "all" else "differs between rows" in check.reason
+    )
+    assert runs.finished_keys(tmp_path) == set()  # no reader takes an unverified file
+    s = sw.run_sweep(grid, tmp_path, trainer=Trainer(fake_run), progress=False)
+    assert (s.adopted, s.n_done, s.n_skipped) == (2, 1, 2), s.format()
+    assert len(s.quarantined) == 1 and victim.name in s.quarantined[0]
+    assert list((tmp_path / "quarantine").glob(f"*-{victim.name}"))
+    table = pd.read_csv(tmp_path / "table.csv")
+    assert set(table["lr"]) == lrs
+    rerun = runs.read_run(tmp_path, grid[1].key())
+    assert np.array_equal(rerun["loss"].to_numpy(), fake_run(grid[1])["loss"].to_numpy())
+
+
+def test_unrecorded_run_files_of_every_config_field_type_verify(tmp_path):
+    # the config columns read back from the CSV rebuild the config of the key (None, bools, strings, ints)
+    configs = [
+        RunConfig(epochs=2, num_classes=3, n_per_class=4, normalization="none", record_means=True),
+        RunConfig(
+            epochs=2, num_classes=4, d=5, method="HSCL", beta=2, psi="triplet", margin=0.5, encoder="mlp"
+        ),
+        RunConfig(epochs=3, eval_every=2, num_classes=3, method="UCL", beta=-0.0, batch_size=None, lr=1e-2),
+        RunConfig(
+            epochs=2, num_classes=3, method="WeiNCE", positives="noise", centres="orthogonal", input_dim=8
+        ),
+    ]
+    for c in configs:
+        frame = fake_run(c)
+        frame = frame[frame["epoch"].isin(schema.expected_epochs(c))]
+        runs.write_run(tmp_path, frame)
+        runs.record_path(tmp_path, c.key()).unlink()
+    scan = runs.scan_store(tmp_path, key_of=lambda columns: RunConfig.from_dict(columns).key())
+    assert scan.keys == {c.key() for c in configs}, scan.excluded()
+    assert set(runs.adopt_unrecorded(tmp_path, scan.ok.values())) == {c.key() for c in configs}
+    assert runs.finished_keys(tmp_path) == {c.key() for c in configs}
 
 
 # --------------------------------------------------------------------------------------------

@@ -46,3 +46,47 @@ def test_summary_of_parent_folder_keeps_runs_shared_between_grids(tmp_path):
         one = summary.summarize(tables.read_table(tmp_path / g))
         mine = s[s["grid"] == g].drop(columns=["grid"]).reset_index(drop=True)
         pd.testing.assert_frame_equal(mine[one.columns], one)
+
+
+def test_runs_missing_behind_their_record_are_named_not_averaged_away(tmp_path, capsys):
+    """Observed: with a run file gone behind its completion record, `summary` and `claims` showed
+    n_seeds 2 instead of 3 without a word."""
+    from synthetic.__main__ import main
+    from synthetic.store import runs
+
+    grid = grids.load_grid(tiny_spec())
+    folder = tmp_path / "tiny"
+    sw.run_sweep(grid, folder, trainer=Trainer(fake_run), progress=False)
+
+    def setting(c):
+        return (c.method, c.beta, c.normalization)
+
+    # one seed of one setting, and every seed of another
+    gone = [c for c in grid.configs if setting(c) == ("HSCL", 5.0, "ball") and c.seed == 1]
+    gone += [c for c in grid.configs if setting(c) == ("SCL", 0.0, "sphere")]
+    for c in gone:
+        runs.run_path(folder, c.key()).unlink()
+    with pytest.warns(tables.StoreWarning, match=gone[0].key()):
+        table = results.load_results(tmp_path)
+    assert sorted(m["run_key"] for m in table.attrs["missing"]) == sorted(c.key() for c in gone)
+    s = summary.summarize(table, metrics=["etf_mean"])
+    assert len(s) == 6
+    for _, row in s.iterrows():
+        key = (row["method"], row["beta"], row["normalization"])
+        present = [c for c in grid.configs if setting(c) == key and c not in gone]
+        lost = sorted(c.seed for c in gone if setting(c) == key)
+        assert row["n_seeds"] == len(present) and row["missing_seeds"] == ", ".join(map(str, lost)), row
+        vals = [fake_run(c)["etf_mean"].iloc[-1] for c in present]
+        if vals:
+            assert row["etf_mean_mean"] == pytest.approx(sum(vals) / len(vals), rel=1e-12)
+        else:
+            assert math.isnan(row["etf_mean_mean"])
+    # the command line says so too
+    assert main(["summary", str(tmp_path)]) == 0
+    out, err = capsys.readouterr()
+    assert "missing_seeds" in out and f"{len(gone)} run(s) missing behind their completion record" in err
+    assert f"tiny/{gone[0].key()} (seed 1)" in err
+    # the sweep trains them again; then nothing is missing and the columns are the usual ones
+    sw.run_sweep(grid, folder, trainer=Trainer(fake_run), progress=False)
+    again = results.load_results(tmp_path)
+    assert again.attrs["missing"] == [] and "missing_seeds" not in summary.summarize(again).columns
