@@ -228,23 +228,33 @@ def gram_table(scale: str = "default", num_classes: Sequence[int] = (4, 5, 6)) -
     one negative.
 
     Returns:
-        Long table ``num_classes, program, row, col, value`` (programs ``"SCL optimum"``,
-        ``"UCL optimum"``, ``"ETF"``).
+        Long table ``num_classes, program, row, col, value, num_negatives`` (programs
+        ``"SCL optimum"``, ``"UCL optimum"``, ``"ETF"``; ``num_negatives``: k of the programs).
     """
     _check_scale(scale)
     # lazy: torch, cvxpy and sympy load only when the theory stage computes (a warm job reads its cache)
     from theory.hcl import convex
 
+    k = 1
     rows = []
     for C in num_classes:
         mats = {
-            "SCL optimum": convex.minimize_scl(C, num_negatives=1).G,
-            "UCL optimum": convex.minimize_ucl(C, num_negatives=1).G,
+            "SCL optimum": convex.minimize_scl(C, num_negatives=k).G,
+            "UCL optimum": convex.minimize_ucl(C, num_negatives=k).G,
             "ETF": convex.etf_gram_np(C),
         }
         for prog, G in mats.items():
             for (i, j), v in np.ndenumerate(G):
-                rows.append({"num_classes": int(C), "program": prog, "row": i, "col": j, "value": float(v)})
+                rows.append(
+                    {
+                        "num_classes": int(C),
+                        "program": prog,
+                        "row": i,
+                        "col": j,
+                        "value": float(v),
+                        "num_negatives": k,
+                    }
+                )
     return pd.DataFrame(rows)
 
 

@@ -8,7 +8,7 @@ Each column is one C: the Gram matrices found by the solver (cvxpy) for each pro
 ETF Gram, as heatmaps on one colour scale; panel titles give ``max |G - G_ETF|``.
 
 Table ``gram``: ``num_classes, program, row, col, value`` (``program`` names the matrix, e.g.
-``"SCL optimum"``, ``"UCL optimum"``, ``"ETF"``).
+``"SCL optimum"``, ``"UCL optimum"``, ``"ETF"``) (+ ``num_negatives``, k of the programs).
 """
 
 from __future__ import annotations
@@ -90,8 +90,12 @@ def render(tables: dict[str, pd.DataFrame], annotate_max: int = 6) -> Figure:
     if im is not None:
         fig.colorbar(im, ax=axes, shrink=0.8, label="G[c, c′] = u_c · u_c′")
     fig.suptitle("Optimal Gram matrix (cvxpy) vs simplex-ETF Gram")
+    ks = sorted({int(k) for k in t["num_negatives"]}) if "num_negatives" in t.columns else []
+    per_pair = f", k = {', '.join(map(str, ks))} negative(s) per pair" if ks else ""
     style.note(
-        fig, "population loss over collapsed class representations, unit sphere, mean-form InfoNCE, τ = 1"
+        fig,
+        "population loss over collapsed class representations, unit sphere, mean-form InfoNCE, τ = 1"
+        + per_pair,
     )
     return fig
 
@@ -101,7 +105,7 @@ FIGURES = (
         id="gram_etf",
         title="Optimal Gram matrix (cvxpy) vs simplex-ETF Gram",
         claims=("T4", "T6"),
-        needs=(TableNeed("gram", COLUMNS),),
+        needs=(TableNeed("gram", COLUMNS, ("num_negatives",)),),
         render=render,
         produce="python -m figures --only gram_etf",
         description="The solver's optimal Gram matrices for SCL and UCL equal the simplex-ETF Gram.",

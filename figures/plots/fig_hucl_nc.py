@@ -9,7 +9,7 @@ beta > 0 NC is not the HUCL optimum's value and L*_UCL is not attained. One pane
 loss on the left axis, q(beta) on the right axis.
 
 Table ``hucl_nc``: ``num_classes, beta, hucl_at_nc, q, ucl_optimum`` (+ ``scl_optimum``,
-``limit``).
+``limit``, ``num_negatives``).
 """
 
 from __future__ import annotations
@@ -86,7 +86,9 @@ def render(tables: dict[str, pd.DataFrame]) -> Figure:
         handles = l1 + ax.get_legend_handles_labels()[0][1:] + l2
         ax.legend(handles=handles, labels=[h.get_label() for h in handles], loc="center right")
     fig.suptitle("HUCL at Neural Collapse against β, with q(β) and L*_UCL")
-    style.note(fig, "closed forms: mean-form InfoNCE, τ = 1, K negatives as in the table, uniform classes")
+    ks = sorted({int(k) for k in t["num_negatives"]}) if "num_negatives" in t.columns else []
+    negatives = f"K = {', '.join(map(str, ks))} sampled negatives" if ks else "K sampled negatives"
+    style.note(fig, f"closed forms: mean-form InfoNCE, τ = 1, {negatives} per pair, uniform classes")
     return fig
 
 
@@ -95,7 +97,7 @@ FIGURES = (
         id="hucl_at_nc",
         title="HUCL at Neural Collapse against β, with q(β) and L*_UCL",
         claims=("T6", "T7", "S3"),
-        needs=(TableNeed("hucl_nc", COLUMNS, ("scl_optimum", "limit")),),
+        needs=(TableNeed("hucl_nc", COLUMNS, ("scl_optimum", "limit", "num_negatives")),),
         render=render,
         produce="python -m figures --only hucl_at_nc",
         description="The closed-form HUCL loss at NC rises with beta above L*_UCL as the collision "

@@ -140,7 +140,7 @@ def render(tables: dict[str, pd.DataFrame], max_points: int = 50_000) -> Figure:
     style.finish_axes(
         ax,
         title="shape stability across thresholds",
-        xlabel="threshold u (score quantile)",
+        xlabel="threshold u (the q-quantile of the scores)",
         ylabel="ξ̂ (GPD shape)",
         loc="best",
     )
