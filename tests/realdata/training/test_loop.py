@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import io
+import struct
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
 
 from realdata.datasets import ImageSplit, load_digits_dataset
 from realdata.training import store
-from realdata.training.checkpoint import CorruptCheckpointError, load_checkpoint, save_checkpoint
+from realdata.training.checkpoint import (
+    FORMAT,
+    MAGIC,
+    CorruptCheckpointError,
+    load_checkpoint,
+    save_checkpoint,
+)
 from realdata.training.config import TrainConfig
 from realdata.training.loop import RunOptions, train_run
 
@@ -171,6 +181,46 @@ def test_corrupt_checkpoints_are_named(tmp_path):
         load_checkpoint(tmp_path / "g.pt")
     with pytest.raises(FileNotFoundError):
         load_checkpoint(tmp_path / "missing.pt")
+
+
+class _Marker:
+    """Unpickling this creates ``path`` (what a crafted checkpoint could do with any command)."""
+
+    def __init__(self, path):
+        self.path = str(path)
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def _framed(blob: bytes) -> bytes:
+    """``blob`` behind a valid header: the checksum matches, only the payload is hostile."""
+    return MAGIC + hashlib.sha256(blob).digest() + struct.pack("<Q", len(blob)) + blob
+
+
+def test_checkpoint_payload_runs_no_code(tmp_path):
+    marker = tmp_path / "marker"
+    buf = io.BytesIO()
+    torch.save({"format": FORMAT, "config_key": "abc", "model": {"w": _Marker(marker)}}, buf)
+    (tmp_path / "evil.pt").write_bytes(_framed(buf.getvalue()))
+    with pytest.raises(CorruptCheckpointError, match=r"evil\.pt: unreadable payload"):
+        load_checkpoint(tmp_path / "evil.pt")
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize(
+    "payload,where",
+    [
+        ({"rows": [{"loss": np.float64(1.0)}]}, r"payload\['rows'\]\[0\]\['loss'\]: float64"),
+        ({"model": {"w": torch.ones(2)}, "step": slice(1, 2)}, r"payload\['step'\]: slice"),
+        ({"order": {np.int64(3): 1}}, r"payload\['order'\] key (np\.int64\(3\)|3): int64"),
+    ],
+    ids=["numpy_scalar", "slice", "numpy_key"],
+)
+def test_save_checkpoint_refuses_what_weights_only_cannot_load(tmp_path, payload, where):
+    with pytest.raises(ValueError, match=where):
+        save_checkpoint(tmp_path / "c.pt", payload)
+    assert not (tmp_path / "c.pt").exists()
 
 
 def test_resume_from_corrupt_checkpoint_raises(tmp_path, small_digits):
