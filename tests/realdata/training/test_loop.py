@@ -94,6 +94,21 @@ def test_config_key_canonical():
 
 
 @pytest.mark.parametrize(
+    ("numpy_kw", "python_kw"),
+    [
+        ({"seed": np.int64(1)}, {"seed": 1}),
+        ({"method": "HSCL", "beta": np.float32(2)}, {"method": "HSCL", "beta": 2.0}),
+        ({"epochs": np.int32(3), "tau": np.float64(0.5)}, {"epochs": 3, "tau": 0.5}),
+    ],
+    ids=["seed_int64", "beta_float32", "epochs_tau"],
+)
+def test_config_accepts_numpy_scalars_as_the_python_number(numpy_kw, python_kw):
+    c, ref = TrainConfig(**numpy_kw), TrainConfig(**python_kw)
+    assert c == ref and c.key() == ref.key()
+    assert all(type(getattr(c, k)) is type(getattr(ref, k)) for k in python_kw)
+
+
+@pytest.mark.parametrize(
     ("kw", "name"),
     [
         ({"method": "HSCL"}, "beta"),
