@@ -38,6 +38,17 @@ _DEFAULTS_TEXT = "; ".join(
 )
 
 
+def _epochs_between_checkpoints(text: str) -> int:
+    """``--checkpoint-every``: an integer >= 0 (argparse names the flag in its error)."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0 (0: at the end only), got {text}")
+    return n
+
+
 def _add_train(sub: Any) -> None:
     p = sub.add_parser(
         "train",
@@ -163,7 +174,7 @@ def _add_train(sub: Any) -> None:
     )
     a(
         "--checkpoint-every",
-        type=int,
+        type=_epochs_between_checkpoints,
         default=0,
         help="write the resumable checkpoint every N epochs (0: end only)",
     )

@@ -60,6 +60,16 @@ def test_bad_argument_names_it(capsys):
     assert "/nonexistent/x" in err and "--download" in err
 
 
+@pytest.mark.parametrize("value", ["-1", "-10"])
+def test_negative_checkpoint_every_is_rejected(capsys, value):
+    """Observed: --checkpoint-every -1 was accepted (and wrote a checkpoint every epoch)."""
+    with pytest.raises(SystemExit) as exc:
+        main(["train", "--checkpoint-every", value, "--results", "unused", "--dry-run"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2
+    assert f"argument --checkpoint-every: must be an integer >= 0 (0: at the end only), got {value}" in err
+
+
 @pytest.mark.parametrize(
     "command, rank, hint",
     [

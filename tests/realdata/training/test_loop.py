@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import io
+import re
 import struct
 
 import numpy as np
@@ -128,6 +129,22 @@ def test_config_accepts_numpy_scalars_as_the_python_number(numpy_kw, python_kw):
 def test_config_rejects_bad_values(kw, name):
     with pytest.raises(ValueError, match=name):
         TrainConfig(**kw)
+
+
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        ({"checkpoint_every": -1}, "checkpoint_every must be an integer >= 0 (0: at the end only), got -1"),
+        ({"checkpoint_every": 2.5}, "checkpoint_every must be an integer >= 0 (0: at the end only), got 2.5"),
+        (
+            {"checkpoint_every": True},
+            "checkpoint_every must be an integer >= 0 (0: at the end only), got True",
+        ),
+    ],
+)
+def test_run_options_reject_bad_values(kw, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        RunOptions(**kw)
 
 
 # ---------------------------------------------------------------------------------- resume
