@@ -2,7 +2,9 @@
 
 import sys
 
-from realdata.cli import main
-
 if __name__ == "__main__":
+    try:
+        from realdata.cli import main
+    except KeyboardInterrupt:  # Ctrl-C while the command's modules load: nothing has started
+        sys.exit(130)
     sys.exit(main())

@@ -2,12 +2,17 @@
 
 Every flag is explained in ``--help``; docs/realdata.md gives examples. ``train`` under
 ``torchrun --nproc_per_node N -m realdata train ...`` runs on N processes (DDP).
+
+Exit status: 0 done; 2 a bad argument, a missing or corrupt dataset or checkpoint (one message on
+stderr); 130 interrupted by Ctrl-C: one line on stderr, from rank 0 only under ``torchrun``, no
+traceback (what is stored is complete; the line says how to continue).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -31,6 +36,17 @@ _DEFAULTS_TEXT = "; ".join(
     f"normalization {d.normalization}"
     for m, d in METHODS.items()
 )
+
+
+def _epochs_between_checkpoints(text: str) -> int:
+    """``--checkpoint-every``: an integer >= 0 (argparse names the flag in its error)."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0 (0: at the end only), got {text}")
+    return n
 
 
 def _add_train(sub: Any) -> None:
@@ -158,7 +174,7 @@ def _add_train(sub: Any) -> None:
     )
     a(
         "--checkpoint-every",
-        type=int,
+        type=_epochs_between_checkpoints,
         default=0,
         help="write the resumable checkpoint every N epochs (0: end only)",
     )
@@ -386,6 +402,19 @@ def _cmd_digits(args: argparse.Namespace) -> int:
     return 0
 
 
+#: How to continue after Ctrl-C, per command (the stored runs and checkpoints are complete).
+_CONTINUE = {
+    "train": lambda a: (
+        "add --resume to continue from the last checkpoint"
+        if a.checkpoint_every
+        else "no checkpoint was written: --checkpoint-every N writes one every N epochs"
+    ),
+    "eval": lambda a: "run the same command again",
+    "claims": lambda a: "run the same command again to continue",
+    "digits": lambda a: "run the same command again to continue",
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run ``python -m realdata``; returns the exit status."""
     args = build_parser().parse_args(argv)
@@ -393,9 +422,14 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         return handlers[args.command](args)
+    except KeyboardInterrupt:
+        if os.environ.get("RANK", "0") == "0":  # under torchrun, rank 0 speaks for every rank
+            print(
+                f"interrupted; nothing half-written is left behind ({_CONTINUE[args.command](args)})",
+                file=sys.stderr,
+            )
+        return 130
     except BrokenPipeError:  # e.g. piped into head: stop quietly
-        import os
-
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except (ValueError, DatasetError, CorruptCheckpointError, FileNotFoundError) as exc:

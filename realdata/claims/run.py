@@ -59,6 +59,7 @@ from realdata.training import store
 from realdata.training.config import TrainConfig
 from realdata.training.loop import RunOptions, load_encoder, train_run
 from synthetic.store.folders import atomic_write_bytes, atomic_write_text
+from synthetic.sweep.backends import local_results
 
 __all__ = [
     "CLAIM_GROUPS",
@@ -117,7 +118,12 @@ def _train_many(
     root: str | None = None,
     options: dict[str, Any] | None = None,
 ) -> list[dict]:
-    """Train ``(folder, config)`` pairs; ``jobs > 1`` uses joblib processes (one torch thread each)."""
+    """Train ``(folder, config)`` pairs; ``jobs > 1`` uses joblib processes (one torch thread each).
+
+    The processes are the synthetic sweep's (:func:`synthetic.sweep.backends.local_results`): they
+    ignore Ctrl-C, which reaches only this process, and they are stopped when it stops. The
+    outcomes come back in the order of ``todo``.
+    """
     args = [
         (str(t[0]), t[1].to_dict(), device, root, {**(options or {}), **(t[2] if len(t) > 2 else {})})
         for t in todo
@@ -126,9 +132,14 @@ def _train_many(
         return []
     if jobs <= 1 or len(args) == 1:
         return [_train_one(*a) for a in args]
-    from joblib import Parallel, delayed
+    done = dict(local_results(_train_indexed, list(enumerate(args)), (), min(jobs, len(args))))
+    return [done[i] for i in range(len(args))]
 
-    return list(Parallel(n_jobs=min(jobs, len(args)), backend="loky")(delayed(_train_one)(*a) for a in args))
+
+def _train_indexed(task: tuple[int, tuple]) -> tuple[int, dict]:
+    """``(index, arguments of _train_one)`` -> ``(index, outcome)`` (a worker's task)."""
+    i, a = task
+    return i, _train_one(*a)
 
 
 # --------------------------------------------------------------------------------------------

@@ -7,15 +7,18 @@ ignore the keywords that do not apply to them, so a command line can pass the sa
 name               source                                                      image
 =================  ==========================================================  =============
 ``digits``         scikit-learn's bundled digits (offline; the default)        1 x 8 x 8
-``cifar10``        ``<root>/cifar-10-batches-py/`` via torchvision             3 x 32 x 32
-``cifar100``       ``<root>/cifar-100-python/`` via torchvision                3 x 32 x 32
+``cifar10``        ``<root>/cifar-10-batches-py/``, pickles read safely        3 x 32 x 32
+``cifar100``       ``<root>/cifar-100-python/``, pickles read safely           3 x 32 x 32
 ``tiny-imagenet``  ``<root>/tiny-imagenet-200/`` (standard layout), cached     3 x 64 x 64
 ``stl10``          ``<root>/stl10_binary/`` via torchvision                    3 x 96 x 96
 =================  ==========================================================  =============
 
 Nothing is downloaded unless ``download=True`` (the ``--download`` flag) is passed. A missing
 dataset raises :class:`DatasetNotFoundError`, a corrupt one :class:`CorruptDatasetError`; both
-name the path, the expected layout and the flag.
+name the path, the expected layout and the flag. A dataset pickle is read without running code
+from it (:mod:`realdata.datasets.pickles`): one that names any other class or function than a
+numpy array's raises :class:`UnsafePickleError` (a :class:`CorruptDatasetError` and a
+``ValueError``).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from realdata.datasets.base import (
 )
 from realdata.datasets.cifar import CIFAR10_LAYOUT, CIFAR100_LAYOUT, load_cifar10, load_cifar100
 from realdata.datasets.digits import load_digits_dataset
+from realdata.datasets.pickles import UnsafePickleError
 from realdata.datasets.stl10 import STL10_LAYOUT, load_stl10
 from realdata.datasets.tiny_imagenet import (
     TINY_IMAGENET_LAYOUT,
@@ -51,6 +55,7 @@ __all__ = [
     "DatasetError",
     "DatasetNotFoundError",
     "CorruptDatasetError",
+    "UnsafePickleError",
     "channel_stats",
     "default_cache_dir",
     "load_digits_dataset",

@@ -1,30 +1,33 @@
-"""CIFAR-10 and CIFAR-100 through torchvision, from a local root.
+"""CIFAR-10 and CIFAR-100 from a local root: torchvision's file list, a reader that runs no code.
 
-torchvision's :class:`~torchvision.datasets.CIFAR10` checks the md5 sum of every file of the
-official archive before it reads any. That check is exact but it rejects any other file in the
-same format (and costs a full read of 180 MB). The loaders here keep torchvision's reader and
-replace its integrity check by a **structural** one:
+The files are Python pickles, and ``pickle.load`` runs whatever a pickle names (a crafted file
+runs a shell command). They are read by :func:`realdata.datasets.pickles.load_data_pickle`, which
+builds only dicts, lists, strings, numbers and numpy arrays and refuses any other class or
+function before running anything (:class:`~realdata.datasets.pickles.UnsafePickleError`, naming
+the file). torchvision's :class:`~torchvision.datasets.CIFAR10` would ``pickle.load`` them itself,
+so only its table of files, md5 sums and archive is used here. Its md5 check of every file is
+exact but rejects any other file in the same format (and costs a full read of 180 MB); the
+loaders check the **structure** instead:
 
 1. every file of the layout is present and not empty (else :class:`DatasetNotFoundError`);
-2. every pickle unpickles, and the arrays fit together: ``data`` is ``uint8`` with 3072 values
+2. every file unpickles, and the arrays fit together: ``data`` is ``uint8`` with 3072 values
    per row, one label per row, labels in ``[0, C)``, ``C`` class names in the meta file
    (else :class:`CorruptDatasetError` naming the file).
 
-``verify_md5=True`` restores torchvision's md5 check of the official files on top. With
-``download=True`` torchvision downloads and extracts the official archive when a file is
-missing, checking the archive's md5. Nothing is downloaded otherwise.
+``verify_md5=True`` adds torchvision's md5 check of the official files. With ``download=True``
+the official archive is downloaded and extracted when a file is missing (torchvision's
+``download_and_extract_archive``, which checks the archive's md5). Nothing is downloaded otherwise.
 """
 
 from __future__ import annotations
 
-import os
-import pickle
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 from torchvision.datasets import CIFAR10, CIFAR100
-from torchvision.datasets.utils import check_integrity
+from torchvision.datasets.utils import check_integrity, download_and_extract_archive
 
 from realdata.datasets.base import (
     CorruptDatasetError,
@@ -34,6 +37,7 @@ from realdata.datasets.base import (
     channel_stats,
     dataset_message,
 )
+from realdata.datasets.pickles import load_data_pickle
 
 __all__ = ["CIFAR10_LAYOUT", "CIFAR100_LAYOUT", "load_cifar10", "load_cifar100"]
 
@@ -50,62 +54,6 @@ CIFAR100_LAYOUT = """
     test    same format
     meta    pickle: 'fine_label_names' (100 names)
 """
-
-_READ_ERRORS = (
-    pickle.UnpicklingError,
-    EOFError,
-    KeyError,
-    ValueError,
-    TypeError,
-    AttributeError,
-    IndexError,
-    UnicodeDecodeError,
-    ImportError,
-)
-
-
-class _StructuralCheck:
-    """Mixin: torchvision's CIFAR reader with the md5 check made optional (see module doc)."""
-
-    verify_md5: bool = False
-    # provided by torchvision's CIFAR10 / CIFAR100, the other base class
-    train_list: list[list[str]]
-    test_list: list[list[str]]
-    meta: dict[str, str]
-    root: str
-    base_folder: str
-    classes: list[str]
-    class_to_idx: dict[str, int]
-
-    def _files(self) -> list[str]:
-        names = [f for f, _ in self.train_list + self.test_list] + [self.meta["filename"]]
-        return [os.path.join(self.root, self.base_folder, f) for f in names]
-
-    def _check_integrity(self) -> bool:
-        if self.verify_md5:
-            return bool(super()._check_integrity())  # type: ignore[misc]
-        return all(os.path.isfile(p) and os.path.getsize(p) > 0 for p in self._files())
-
-    def _load_meta(self) -> None:
-        path = os.path.join(self.root, self.base_folder, self.meta["filename"])
-        if self.verify_md5 and not check_integrity(path, self.meta["md5"]):
-            raise RuntimeError(f"md5 mismatch: {path}")
-        with open(path, "rb") as f:
-            meta = pickle.load(f, encoding="latin1")
-        self.classes = meta[self.meta["key"]]
-        self.class_to_idx = {c: i for i, c in enumerate(self.classes)}
-
-
-class _CIFAR10(_StructuralCheck, CIFAR10):
-    def __init__(self, root, train: bool, download: bool, verify_md5: bool) -> None:
-        self.verify_md5 = verify_md5
-        super().__init__(root, train=train, download=download)
-
-
-class _CIFAR100(_StructuralCheck, CIFAR100):
-    def __init__(self, root, train: bool, download: bool, verify_md5: bool) -> None:
-        self.verify_md5 = verify_md5
-        super().__init__(root, train=train, download=download)
 
 
 def load_cifar10(
@@ -124,9 +72,11 @@ def load_cifar10(
 
     Raises:
         DatasetNotFoundError: a file of the layout is missing and ``download`` is false.
-        CorruptDatasetError: a file does not unpickle or its arrays do not fit the format.
+        CorruptDatasetError: a file does not unpickle or its arrays do not fit the format;
+            :class:`~realdata.datasets.pickles.UnsafePickleError` (also a ``ValueError``) when it
+            names a class or function other than a numpy array's (nothing of it is run).
     """
-    return _load("cifar10", _CIFAR10, 10, CIFAR10_LAYOUT, root, download, verify_md5)
+    return _load("cifar10", CIFAR10, 10, CIFAR10_LAYOUT, root, download, verify_md5)
 
 
 def load_cifar100(
@@ -148,21 +98,31 @@ def load_cifar100(
 
     Raises:
         DatasetNotFoundError: a file of the layout is missing and ``download`` is false.
-        CorruptDatasetError: a file does not unpickle or its arrays do not fit the format.
+        CorruptDatasetError: a file does not unpickle or its arrays do not fit the format;
+            :class:`~realdata.datasets.pickles.UnsafePickleError` (also a ``ValueError``) when it
+            names a class or function other than a numpy array's (nothing of it is run).
     """
-    return _load("cifar100", _CIFAR100, 100, CIFAR100_LAYOUT, root, download, verify_md5)
+    return _load("cifar100", CIFAR100, 100, CIFAR100_LAYOUT, root, download, verify_md5)
 
 
 def _load(name, cls, num_classes, layout, root, download, verify_md5) -> ImageDataset:
     title = "CIFAR-10" if name == "cifar10" else "CIFAR-100"
     root = Path(root).expanduser()
     folder = root / cls.base_folder
-    files = [f for f, _ in cls.train_list + cls.test_list] + [cls.meta["filename"]]
-    missing = [f for f in files if not (folder / f).is_file() or (folder / f).stat().st_size == 0]
-    if missing and not download:
-        what = "not found" if len(missing) == len(files) else f"incomplete (missing {', '.join(missing)})"
+    train_files = [f for f, _ in cls.train_list]
+    test_files = [f for f, _ in cls.test_list]
+    files = train_files + test_files + [cls.meta["filename"]]
+
+    def missing() -> list[str]:
+        return [f for f in files if not (folder / f).is_file() or (folder / f).stat().st_size == 0]
+
+    if missing() and download:
+        download_and_extract_archive(cls.url, str(root), filename=cls.filename, md5=cls.tgz_md5)
+    absent = missing()
+    if absent:
+        what = "not found" if len(absent) == len(files) else f"incomplete (missing {', '.join(absent)})"
         raise DatasetNotFoundError(dataset_message(f"{title} {what}", folder, layout))
-    if verify_md5 and not missing:
+    if verify_md5:
         sums = dict(cls.train_list + cls.test_list)
         sums[cls.meta["filename"]] = cls.meta["md5"]
         bad = [f for f in files if not check_integrity(str(folder / f), sums[f])]
@@ -174,27 +134,15 @@ def _load(name, cls, num_classes, layout, root, download, verify_md5) -> ImageDa
                     layout,
                 )
             )
+    meta = folder / cls.meta["filename"]
+    classes = _class_names(meta, cls.meta["key"], title, layout, num_classes)
     splits = []
-    for train in (True, False):
-        try:
-            ds = cls(str(root), train=train, download=download and train, verify_md5=verify_md5)
-        except _READ_ERRORS as e:
-            unreadable = _first_unreadable(folder, files, cls.meta)
-            raise CorruptDatasetError(
-                dataset_message(f"{title} file cannot be read ({e!r})", unreadable or folder, layout)
-            ) from e
-        except RuntimeError as e:  # torchvision: "not found or corrupted" after a download
-            raise CorruptDatasetError(dataset_message(f"{title}: {e}", folder, layout)) from e
-        splits.append(_to_split(ds, title, folder, layout, num_classes, train))
-        classes = tuple(str(c) for c in ds.classes)
-    if len(classes) != num_classes:
-        raise CorruptDatasetError(
-            dataset_message(
-                f"{title} meta file lists {len(classes)} class names, expected {num_classes}",
-                folder / cls.meta["filename"],
-                layout,
-            )
-        )
+    for names in (train_files, test_files):
+        parts = [_read_batch(folder / f, title, layout, num_classes) for f in names]
+        data = np.concatenate([x for x, _ in parts])
+        labels = np.concatenate([y for _, y in parts])
+        images = torch.from_numpy(np.ascontiguousarray(data.reshape(-1, 3, 32, 32)))  # rows are CHW
+        splits.append(ImageSplit(images, torch.from_numpy(labels)))
     mean, std = channel_stats(splits[0].images)
     return ImageDataset(
         name=name,
@@ -208,48 +156,44 @@ def _load(name, cls, num_classes, layout, root, download, verify_md5) -> ImageDa
     )
 
 
-def _to_split(ds, title, folder, layout, num_classes, train) -> ImageSplit:
-    data = np.asarray(ds.data)
-    labels = np.asarray(ds.targets, dtype=np.int64)
-    where = folder / ("train files" if train else "test file")
-    if data.dtype != np.uint8 or data.ndim != 4 or data.shape[1:] != (32, 32, 3):
-        raise CorruptDatasetError(
-            dataset_message(
-                f"{title} images must be uint8 rows of 3072 values, got {data.dtype} {data.shape}",
-                where,
-                layout,
-            )
+def _corrupt(title: str, problem: str, path: Path, layout: str) -> CorruptDatasetError:
+    return CorruptDatasetError(dataset_message(f"{title} {problem}", path, layout))
+
+
+def _class_names(path: Path, key: str, title: str, layout: str, num_classes: int) -> tuple[str, ...]:
+    """The ``key`` list of the meta pickle at ``path``: ``num_classes`` names."""
+    meta: Any = load_data_pickle(path, layout=layout, title=title)
+    names = meta.get(key) if isinstance(meta, dict) else None
+    if not isinstance(names, list | tuple):
+        raise _corrupt(title, f"meta file must be a dict with a list {key!r}", path, layout)
+    if len(names) != num_classes:
+        raise _corrupt(
+            title, f"meta file lists {len(names)} class names, expected {num_classes}", path, layout
         )
+    return tuple(n.decode("latin-1") if isinstance(n, bytes) else str(n) for n in names)
+
+
+def _read_batch(path: Path, title: str, layout: str, num_classes: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``data`` rows (uint8 ``(n, 3072)``) and labels (int64 ``(n,)``) of one batch file."""
+    batch: Any = load_data_pickle(path, layout=layout, title=title)
+    key = "labels" if isinstance(batch, dict) and "labels" in batch else "fine_labels"
+    if not isinstance(batch, dict) or "data" not in batch or key not in batch:
+        raise _corrupt(title, "file must be a dict with 'data' and 'labels' (or 'fine_labels')", path, layout)
+    data = batch["data"]
+    if not isinstance(data, np.ndarray) or data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != 3072:
+        got = f"{data.dtype} {data.shape}" if isinstance(data, np.ndarray) else type(data).__name__
+        raise _corrupt(title, f"images must be uint8 rows of 3072 values, got {got}", path, layout)
+    try:
+        labels = np.asarray(batch[key], dtype=np.int64)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise _corrupt(title, f"labels must be integers ({exc})", path, layout) from exc
     if labels.shape != (data.shape[0],):
-        raise CorruptDatasetError(
-            dataset_message(f"{title} has {data.shape[0]} images but {labels.shape[0]} labels", where, layout)
-        )
+        raise _corrupt(title, f"has {data.shape[0]} images but {labels.size} labels", path, layout)
     if labels.size and (labels.min() < 0 or labels.max() >= num_classes):
-        raise CorruptDatasetError(
-            dataset_message(
-                f"{title} labels must lie in [0, {num_classes}), got [{labels.min()}, {labels.max()}]",
-                where,
-                layout,
-            )
+        raise _corrupt(
+            title,
+            f"labels must lie in [0, {num_classes}), got [{labels.min()}, {labels.max()}]",
+            path,
+            layout,
         )
-    images = torch.from_numpy(np.ascontiguousarray(data.transpose(0, 3, 1, 2)))
-    return ImageSplit(images, torch.from_numpy(labels))
-
-
-def _first_unreadable(folder: Path, files: list[str], meta: dict) -> Path | None:
-    """The first file of ``files`` that does not unpickle into the expected dict (error path)."""
-    for f in files:
-        try:
-            with open(folder / f, "rb") as fh:
-                obj = pickle.load(fh, encoding="latin1")
-            if f == meta["filename"]:
-                ok = isinstance(obj, dict) and meta["key"] in obj
-            else:
-                labels = obj.get("labels", obj.get("fine_labels"))
-                data = np.asarray(obj["data"])
-                ok = data.ndim == 2 and data.shape[1] == 3072 and len(labels) == data.shape[0]
-        except Exception:
-            ok = False
-        if not ok:
-            return folder / f
-    return None
+    return data, labels

@@ -17,7 +17,10 @@ and renamed, so a crash leaves the previous checkpoint or the new one, never a m
 
 :func:`load_checkpoint` raises :class:`CorruptCheckpointError` naming the file and what is wrong
 (not a checkpoint, truncated, checksum mismatch, unreadable payload, another run's key). The
-payload is unpickled only after its checksum matched; load checkpoints you wrote yourself.
+payload is unpickled only after its checksum matched, and by torch's weights-only unpickler
+(``weights_only=True``): tensors, numbers, strings, ``None`` and plain containers, never a class
+or function named by the file, so loading a checkpoint runs no code from it. :func:`save_checkpoint`
+refuses a payload that unpickler could not read back, naming the entry.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import hashlib
 import io
 import os
 import struct
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +42,11 @@ __all__ = ["MAGIC", "FORMAT", "CorruptCheckpointError", "save_checkpoint", "load
 MAGIC = b"RDCKPT01"
 FORMAT = "realdata-checkpoint-v1"
 _HEADER = len(MAGIC) + 32 + 8
+# what torch.load(weights_only=True) reads back without an allow-list (exact types: a numpy
+# float64 is a float subclass but is pickled by its class, which that unpickler refuses)
+_LEAVES = (str, bytes, int, float, complex, bool, type(None), torch.dtype, torch.device, torch.Size)
+_SEQUENCES = (list, tuple, set)
+_MAPPINGS = (dict, OrderedDict)
 
 
 class CorruptCheckpointError(RuntimeError):
@@ -52,6 +61,7 @@ def save_checkpoint(path: str | os.PathLike, payload: dict[str, Any]) -> Path:
     """
     if not isinstance(payload, dict):
         raise ValueError(f"payload must be a dict, got {type(payload).__name__}")
+    _check_plain(payload, "payload")
     buf = io.BytesIO()
     torch.save({"format": FORMAT, **payload}, buf)
     blob = buf.getvalue()
@@ -92,7 +102,7 @@ def load_checkpoint(
     if hashlib.sha256(blob).digest() != digest:
         raise CorruptCheckpointError(f"{p}: checksum mismatch (the file was modified or damaged)")
     try:
-        payload = torch.load(io.BytesIO(blob), map_location=map_location, weights_only=False)
+        payload = torch.load(io.BytesIO(blob), map_location=map_location, weights_only=True)
     except Exception as exc:  # a payload with the right checksum that torch cannot read
         raise CorruptCheckpointError(f"{p}: unreadable payload ({exc!r})") from exc
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
@@ -104,3 +114,23 @@ def load_checkpoint(
             f"{p}: belongs to run {payload.get('config_key')!r}, expected run {expect_key!r}"
         )
     return payload
+
+
+def _check_plain(obj: Any, where: str) -> None:
+    """Raise ValueError naming the first entry of ``obj`` that weights-only loading would refuse."""
+    kind = type(obj)
+    if kind in _LEAVES or isinstance(obj, torch.Tensor):
+        return
+    if kind in _MAPPINGS:
+        for k, v in obj.items():
+            _check_plain(k, f"{where} key {k!r}")
+            _check_plain(v, f"{where}[{k!r}]")
+        return
+    if kind in _SEQUENCES:
+        for i, v in enumerate(obj):
+            _check_plain(v, f"{where}[{i}]")
+        return
+    raise ValueError(
+        f"{where}: {kind.__name__} cannot be stored in a checkpoint (tensors, Python numbers, str, "
+        "None, dict, list and tuple only: the weights-only loader refuses other classes)"
+    )

@@ -41,6 +41,8 @@ import math
 from dataclasses import dataclass, fields
 from typing import Any
 
+import numpy as np
+
 from realdata.datasets import DATASETS
 from realdata.training.models import ARCHS, default_out_dim, default_stem
 from synthetic.store.keys import run_key
@@ -119,6 +121,9 @@ class TrainConfig:
             ``random``.
         record_means: store the class means of every recorded epoch (the ``class_means`` column,
             from which the figures draw spectra).
+
+    A numpy scalar is taken as the Python value it holds (``np.int64(1)`` as ``1``), so the config
+    and its key are those of the Python values.
     """
 
     dataset: str = "digits"
@@ -150,6 +155,11 @@ class TrainConfig:
     record_means: bool = True
 
     def __post_init__(self) -> None:
+        for f in fields(self):  # a numpy scalar (a grid or a pandas row) is the Python value it holds
+            v = getattr(self, f.name)
+            if isinstance(v, np.generic):
+                object.__setattr__(self, f.name, v.item())
+
         def choice(name: str, options: Any, allow_none: bool = False) -> None:
             v = getattr(self, name)
             if (v is None and allow_none) or v in options:

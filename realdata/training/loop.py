@@ -119,6 +119,11 @@ class RunOptions:
     stop_after: int | None = None
     log_every_s: float = 30.0
 
+    def __post_init__(self) -> None:
+        c = self.checkpoint_every
+        if not isinstance(c, int) or isinstance(c, bool) or c < 0:
+            raise ValueError(f"checkpoint_every must be an integer >= 0 (0: at the end only), got {c!r}")
+
 
 @dataclass
 class RunOutcome:

@@ -23,6 +23,8 @@ import math
 from dataclasses import dataclass, fields
 from typing import Any
 
+import numpy as np
+
 from synthetic.store.keys import run_key
 from theory.options import (
     CENTRES,
@@ -117,6 +119,9 @@ class RunConfig:
         init_method: method of the source run (``init="nc"``).
         init_beta: beta of the source run (``init="nc"``).
         init_epochs: epochs of the source run (``init="nc"``; >= 1 there).
+
+    A numpy scalar is taken as the Python value it holds (``np.int64(1)`` as ``1``,
+    ``np.float32(2)`` as ``2.0``), so the config and its key are those of the Python values.
     """
 
     method: str = "SCL"
@@ -156,6 +161,11 @@ class RunConfig:
     init_epochs: int = 0
 
     def __post_init__(self) -> None:
+        for f in fields(self):  # a numpy scalar (a grid or a pandas row) is the Python value it holds
+            v = getattr(self, f.name)
+            if isinstance(v, np.generic):
+                object.__setattr__(self, f.name, v.item())
+
         def choice(name: str, options) -> None:
             v = getattr(self, name)
             if v not in options:

@@ -5,7 +5,9 @@ the file system has it; filelock's own soft lock, which reclaims markers of dead
 same host, where it does not) for the whole sweep, and records its holder (pid, host, start time,
 command) in ``<folder>/.sweep.lock.json``. A second sweep on the same folder either waits for the
 lock (``wait=True``, ``python -m synthetic sweep --wait``) or stops at once with
-:class:`synthetic.store.errors.StoreLocked`, whose message names the holder.
+:class:`synthetic.store.errors.StoreLocked`, whose message names the holder. A lock file or
+holder record that is a folder stops the sweep with one :class:`~synthetic.store.errors.StoreError`
+line naming it.
 
 Stale locks: the operating system releases an ``flock`` when its process dies, even by SIGKILL,
 so a dead sweep never blocks the next one; the holder record it leaves behind is detected (its
@@ -26,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from synthetic.store.errors import StoreLocked
+from synthetic.store.errors import StoreError, StoreLocked
 from synthetic.store.folders import as_folder, atomic_write_text
 
 __all__ = ["LOCK_FILE", "HOLDER_FILE", "SweepLock", "describe_holder", "process_alive"]
@@ -122,10 +124,22 @@ class SweepLock:
         return _read_holder(self.holder_path)
 
     def acquire(self) -> SweepLock:
-        """Take the lock (see the class docstring); returns self."""
+        """Take the lock (see the class docstring); returns self.
+
+        Raises:
+            StoreLocked: another process holds the lock (and ``wait`` does not wait it out).
+            StoreError: the lock file or its holder record is a folder (or not a regular file).
+        """
         from filelock import FileLock, Timeout
 
         self.folder.mkdir(parents=True, exist_ok=True)
+        for path in (self.lock_path, self.holder_path):
+            if path.exists() and not path.is_file():
+                kind = "a folder" if path.is_dir() else "not a regular file"
+                raise StoreError(
+                    f"lock file {path} is {kind}: remove it (a sweep writes it as a file), "
+                    "or use another --results folder"
+                )
         lock = FileLock(str(self.lock_path))
         try:
             lock.acquire(timeout=0, poll_interval=self.poll)

@@ -7,7 +7,10 @@ process, which alone writes the results folder, so no shared file system is need
 
 * Local processes (joblib / loky): each worker watches the process that started it and exits
   within about a second once that process is gone (even after SIGKILL), and ignores SIGINT, so
-  Ctrl-C in a terminal reaches only the sweep, which stops the workers itself.
+  Ctrl-C in a terminal reaches only the sweep, which stops the workers itself, with no word from
+  them: no KeyboardInterrupt traceback, and no resource-tracker warning about named semaphores a
+  stopped worker left behind (tqdm's lock, the one such semaphore a run made, is a thread lock in
+  a worker).
 * dask.distributed: a scheduler address (``tcp://host:8786``), a ``distributed.Client``, or a
   cluster object (``distributed.LocalCluster``, ``dask_jobqueue.SLURMCluster``, ...) — the same
   code path for all; an unreachable scheduler raises
@@ -27,6 +30,8 @@ import time
 import warnings
 from collections.abc import Callable, Generator, Sequence
 from typing import Any
+
+import tqdm
 
 from synthetic.sweep.errors import SchedulerUnreachable
 
@@ -50,9 +55,12 @@ def watch_parent(parent_pid: int, poll: float = PARENT_POLL_S) -> None:
 
     A daemon thread compares ``os.getppid()`` with ``parent_pid`` every ``poll`` seconds; when
     the parent dies the worker is re-parented and exits with ``os._exit`` (no cleanup to run:
-    workers never write the results folder).
+    workers never write the results folder). tqdm's lock becomes a thread lock: tqdm otherwise
+    makes it a named semaphore on its first bar (even a disabled one), which a worker stopped by its
+    sweep leaves behind and the resource tracker then reports on stderr.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    tqdm.tqdm.set_lock(threading.RLock())  # one process: a thread lock serialises its bars
 
     def _watch() -> None:
         while True:

@@ -5,6 +5,7 @@ and int64 labels, for pixel-for-pixel checks of the loaders."""
 from __future__ import annotations
 
 import pickle
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -15,13 +16,44 @@ def _rng(seed: int) -> np.random.Generator:
     return np.random.default_rng(seed)
 
 
-def _pickle(path: Path, obj: dict) -> None:
+class _Python2Pickler(pickle._Pickler):
+    """Protocol 2 as Python 2's cPickle wrote the official CIFAR files: every string a byte
+    string (``SHORT_BINSTRING`` / ``BINSTRING``), numpy's functions under ``numpy.core``."""
+
+    dispatch = pickle._Pickler.dispatch.copy()
+
+    def _byte_string(self, obj: str | bytes) -> None:
+        raw = obj.encode("latin-1") if isinstance(obj, str) else obj
+        if len(raw) < 256:
+            self.write(pickle.SHORT_BINSTRING + bytes([len(raw)]) + raw)
+        else:
+            self.write(pickle.BINSTRING + struct.pack("<i", len(raw)) + raw)
+        self.memoize(obj)
+
+    def save_global(self, obj: object, name: str | None = None) -> None:
+        module = obj.__module__.replace("numpy._core", "numpy.core")
+        self.write(pickle.GLOBAL + f"{module}\n{name or obj.__qualname__}\n".encode())
+        self.memoize(obj)
+
+    dispatch[str] = _byte_string
+    dispatch[bytes] = _byte_string
+    dispatch[type] = save_global
+
+
+def _pickle(path: Path, obj: dict, protocol: int | str = 2) -> None:
+    """``protocol``: a pickle protocol number, or ``"python2"`` (see :class:`_Python2Pickler`)."""
     with open(path, "wb") as f:
-        pickle.dump(obj, f, protocol=2)
+        if protocol == "python2":
+            _Python2Pickler(f, protocol=2).dump(obj)
+        else:
+            pickle.dump(obj, f, protocol=int(protocol))
 
 
-def write_cifar10(root: Path, per_batch: int = 3, n_test: int = 5, seed: int = 0) -> dict:
-    """``<root>/cifar-10-batches-py/``: 5 training batches of ``per_batch`` rows, a test batch."""
+def write_cifar10(
+    root: Path, per_batch: int = 3, n_test: int = 5, seed: int = 0, protocol: int | str = 2
+) -> dict:
+    """``<root>/cifar-10-batches-py/``: 5 training batches of ``per_batch`` rows, a test batch
+    (``protocol``: see :func:`_pickle`)."""
     rng = _rng(seed)
     folder = Path(root) / "cifar-10-batches-py"
     folder.mkdir(parents=True, exist_ok=True)
@@ -38,6 +70,7 @@ def write_cifar10(root: Path, per_batch: int = 3, n_test: int = 5, seed: int = 0
                 "data": x,
                 "filenames": [f"f{b}_{i}.png" for i in range(per_batch)],
             },
+            protocol,
         )
         train_x.append(x)
         train_y += y
@@ -51,9 +84,12 @@ def write_cifar10(root: Path, per_batch: int = 3, n_test: int = 5, seed: int = 0
             "data": tx,
             "filenames": [f"t{i}.png" for i in range(n_test)],
         },
+        protocol,
     )
     _pickle(
-        folder / "batches.meta", {"num_cases_per_batch": per_batch, "label_names": names, "num_vis": 3072}
+        folder / "batches.meta",
+        {"num_cases_per_batch": per_batch, "label_names": names, "num_vis": 3072},
+        protocol,
     )
     return {
         "folder": folder,
@@ -66,9 +102,15 @@ def write_cifar10(root: Path, per_batch: int = 3, n_test: int = 5, seed: int = 0
 
 
 def write_cifar100(
-    root: Path, n_train: int = 7, n_test: int = 4, seed: int = 1, balanced: bool = False
+    root: Path,
+    n_train: int = 7,
+    n_test: int = 4,
+    seed: int = 1,
+    balanced: bool = False,
+    protocol: int | str = 2,
 ) -> dict:
-    """``<root>/cifar-100-python/``: ``train``, ``test`` and ``meta`` pickles.
+    """``<root>/cifar-100-python/``: ``train``, ``test`` and ``meta`` pickles (``protocol``: see
+    :func:`_pickle`).
 
     ``balanced``: labels ``i mod 100`` (every class present when ``n >= 100``), else uniform draws.
     """
@@ -89,11 +131,14 @@ def write_cifar100(
                 "coarse_labels": [f // 5 for f in fine],
                 "data": x,
             },
+            protocol,
         )
         out[f"{split}_images"] = x.reshape(-1, 3, 32, 32)
         out[f"{split}_labels"] = np.asarray(fine, dtype=np.int64)
     _pickle(
-        folder / "meta", {"fine_label_names": names, "coarse_label_names": [f"coarse{c}" for c in range(20)]}
+        folder / "meta",
+        {"fine_label_names": names, "coarse_label_names": [f"coarse{c}" for c in range(20)]},
+        protocol,
     )
     return out
 

@@ -4,6 +4,10 @@ folders: what they write must be readable by the figures package's own loaders."
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 
 import numpy as np
 import pandas as pd
@@ -11,7 +15,9 @@ import pytest
 
 from realdata.cli import build_parser, main
 from realdata.training import store
+from tests.conftest import sigint_as_terminal
 from tests.realdata import fakes
+from tests.synthetic.fakes import ROOT, wait_for
 
 
 def _every_flag_documented(parser):
@@ -52,6 +58,85 @@ def test_bad_argument_names_it(capsys):
     assert main(["train", "--dataset", "cifar100", "--root", "/nonexistent/x", "--results", "unused"]) == 2
     err = capsys.readouterr().err
     assert "/nonexistent/x" in err and "--download" in err
+
+
+@pytest.mark.parametrize("value", ["-1", "-10"])
+def test_negative_checkpoint_every_is_rejected(capsys, value):
+    """Observed: --checkpoint-every -1 was accepted (and wrote a checkpoint every epoch)."""
+    with pytest.raises(SystemExit) as exc:
+        main(["train", "--checkpoint-every", value, "--results", "unused", "--dry-run"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2
+    assert f"argument --checkpoint-every: must be an integer >= 0 (0: at the end only), got {value}" in err
+
+
+@pytest.mark.parametrize(
+    "command, rank, hint",
+    [
+        (["digits"], None, "run the same command again to continue"),
+        (["train", "--checkpoint-every", "5"], "0", "add --resume to continue from the last checkpoint"),
+        (["train"], "1", None),  # another torchrun rank: silent (rank 0 speaks for the job)
+    ],
+    ids=["digits", "train_rank0", "train_rank1"],
+)
+def test_ctrl_c_is_one_line_and_exit_130(monkeypatch, capsys, command, rank, hint):
+    """Observed: Ctrl-C printed a KeyboardInterrupt traceback from every torchrun rank."""
+    import realdata.cli as cli
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, f"_cmd_{command[0]}", interrupted)
+    if rank is None:
+        monkeypatch.delenv("RANK", raising=False)
+    else:
+        monkeypatch.setenv("RANK", rank)
+    assert main([*command, "--results", "unused"]) == 130
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    if hint is None:
+        assert captured.err == ""
+    else:
+        assert captured.err.startswith("interrupted") and hint in captured.err
+        assert len(captured.err.strip().splitlines()) == 1, captured.err
+
+
+@pytest.mark.slow  # the workers' start-up (torch) makes it 10-30 s on 2 shared cores
+def test_ctrl_c_of_digits_with_workers_prints_one_line(tmp_path):
+    """Observed: Ctrl-C of `python -m realdata digits --jobs 2` printed a KeyboardInterrupt traceback,
+    and the killed workers' named semaphores (tqdm's lock) a resource_tracker warning."""
+    import psutil
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "realdata", "digits", "--scale", "quick", "--jobs", "2", "--results", str(tmp_path)],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True, preexec_fn=sigint_as_terminal,
+    )  # fmt: skip
+    try:
+        assert "runs to train" in proc.stdout.readline()
+
+        def alive(procs, cpu_s=0.0):
+            out = []
+            for p in procs:
+                try:
+                    if p.status() != psutil.STATUS_ZOMBIE and p.cpu_times().user > cpu_s:
+                        out.append(p)
+                except psutil.Error:
+                    pass
+            return out
+
+        # a worker has stored a run (its progress bars made it a lock) and goes on with the next
+        assert wait_for(lambda: any(tmp_path.glob("realdata/*/runs/*.csv")), timeout=120)
+        busy = alive(psutil.Process(proc.pid).children(recursive=True), cpu_s=1.0)
+        assert len(busy) >= 2
+        os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does: the whole group
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert err.startswith("interrupted")
+    assert wait_for(lambda: not alive(busy), timeout=10)
 
 
 def test_train_then_eval_on_digits(tmp_path, capsys):

@@ -3,7 +3,12 @@ missing / corrupt dataset errors; the Tiny-ImageNet cache; digits; the registry.
 
 from __future__ import annotations
 
+import codecs
+import collections
+import os
 import pickle
+import re
+import shlex
 import warnings
 
 import numpy as np
@@ -19,6 +24,7 @@ from realdata.datasets import (
     DatasetNotFoundError,
     ImageDataset,
     ImageSplit,
+    UnsafePickleError,
     channel_stats,
     load_cifar10,
     load_cifar100,
@@ -27,6 +33,7 @@ from realdata.datasets import (
     load_stl10,
     load_tiny_imagenet,
 )
+from realdata.datasets.pickles import load_data_pickle
 from tests.realdata import fakes
 
 
@@ -110,6 +117,87 @@ def test_cifar_wrong_row_length_and_labels_are_corrupt(tmp_path):
         load_cifar10(tmp_path / "b")
 
 
+@pytest.mark.parametrize("protocol", ["python2", 4, 5])
+@pytest.mark.parametrize(
+    "loader,writer", [(load_cifar10, "write_cifar10"), (load_cifar100, "write_cifar100")]
+)
+def test_cifar_pickles_of_every_protocol_load(tmp_path, loader, writer, protocol):
+    # "python2": the official files (Python 2 byte strings, numpy.core); 4: Python 3's default
+    # up to 3.13; 5: its default from 3.14 (numpy pickles contiguous arrays through _frombuffer)
+    exp = getattr(fakes, writer)(tmp_path, protocol=protocol)
+    ds = loader(tmp_path)
+    _check(ds, exp, ds.name, ds.num_classes)
+
+
+class _RunsCode:
+    """Unpickling this creates ``marker``: through a shell command, or through ``open``."""
+
+    def __init__(self, marker, how):
+        self.marker, self.how = str(marker), how
+
+    def __reduce__(self):
+        if self.how == "os.system":
+            return (os.system, (f"touch {shlex.quote(self.marker)}",))
+        return (open, (self.marker, "w"))
+
+
+@pytest.mark.parametrize("how", ["os.system", "builtins.open"])
+@pytest.mark.parametrize(
+    "loader,writer,file,key",
+    [
+        (load_cifar10, "write_cifar10", "data_batch_2", "data"),
+        (load_cifar10, "write_cifar10", "batches.meta", "label_names"),
+        (load_cifar100, "write_cifar100", "train", "data"),
+        (load_cifar100, "write_cifar100", "meta", "fine_label_names"),
+    ],
+)
+def test_cifar_pickle_runs_no_code(tmp_path, loader, writer, file, key, how):
+    exp = getattr(fakes, writer)(tmp_path / "data")
+    marker = tmp_path / "marker"
+    path = exp["folder"] / file
+    with open(path, "rb") as f:
+        entry = pickle.load(f)
+    entry[key] = _RunsCode(marker, how)
+    with open(path, "wb") as f:
+        pickle.dump(entry, f, protocol=2)
+    with pytest.raises(CorruptDatasetError) as err:
+        loader(tmp_path / "data")
+    assert not marker.exists()
+    assert isinstance(err.value, ValueError)
+    _message_ok(err, path)
+    assert "not allowed" in str(err.value) and ("system" in str(err.value) or "open" in str(err.value))
+
+
+class _Reduces:
+    def __init__(self, fn, *args):
+        self.fn, self.args = fn, args
+
+    def __reduce__(self):
+        return (self.fn, self.args)
+
+
+@pytest.mark.parametrize(
+    "obj,refused",
+    [
+        ({"x": _Reduces(codecs.encode, "abc", "utf-16")}, re.escape("_codecs.encode(..., 'utf-16')")),
+        ({"x": _Reduces(collections.OrderedDict)}, r"collections\.OrderedDict"),
+        ({"x": _Reduces(eval, "1")}, r"__builtin__\.eval"),  # protocol 2 writes Python 2's name
+    ],
+    ids=["codecs_other_than_latin1", "any_other_class", "builtin"],
+)
+def test_data_pickle_allows_only_numpy_arrays(tmp_path, obj, refused):
+    path = tmp_path / "f"
+    path.write_bytes(pickle.dumps(obj, protocol=2))
+    with pytest.raises(UnsafePickleError, match=refused) as err:
+        load_data_pickle(path, layout="<root>/f", title="Test")
+    assert str(path) in str(err.value)
+    # bytes keys (a file re-pickled after encoding="bytes") read as str
+    path.write_bytes(pickle.dumps({b"data": np.arange(3, dtype=np.uint8), "n": np.int64(3)}, protocol=4))
+    got = load_data_pickle(path, layout="<root>/f", title="Test")
+    assert set(got) == {"data", "n"} and got["n"] == 3
+    np.testing.assert_array_equal(got["data"], np.arange(3, dtype=np.uint8))
+
+
 def test_cifar_verify_md5_rejects_non_official_files(tmp_path):
     fakes.write_cifar10(tmp_path)
     with pytest.raises(CorruptDatasetError, match="md5 mismatch") as err:
@@ -118,8 +206,9 @@ def test_cifar_verify_md5_rejects_non_official_files(tmp_path):
 
 
 def test_nothing_is_downloaded_without_the_flag(tmp_path, monkeypatch):
-    import torchvision.datasets.cifar as tv_cifar
     import torchvision.datasets.stl10 as tv_stl
+
+    import realdata.datasets.cifar as cifar_mod
 
     calls = []
 
@@ -127,7 +216,7 @@ def test_nothing_is_downloaded_without_the_flag(tmp_path, monkeypatch):
         calls.append(args)
         raise OSError("network unreachable (test)")
 
-    monkeypatch.setattr(tv_cifar, "download_and_extract_archive", fake_download)
+    monkeypatch.setattr(cifar_mod, "download_and_extract_archive", fake_download)
     monkeypatch.setattr(tv_stl, "download_and_extract_archive", fake_download)
     for loader in (load_cifar10, load_cifar100, load_stl10):
         with pytest.raises(DatasetNotFoundError):

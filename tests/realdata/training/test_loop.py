@@ -3,14 +3,25 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import io
+import re
+import struct
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
 
 from realdata.datasets import ImageSplit, load_digits_dataset
 from realdata.training import store
-from realdata.training.checkpoint import CorruptCheckpointError, load_checkpoint, save_checkpoint
+from realdata.training.checkpoint import (
+    FORMAT,
+    MAGIC,
+    CorruptCheckpointError,
+    load_checkpoint,
+    save_checkpoint,
+)
 from realdata.training.config import TrainConfig
 from realdata.training.loop import RunOptions, train_run
 
@@ -84,6 +95,21 @@ def test_config_key_canonical():
 
 
 @pytest.mark.parametrize(
+    ("numpy_kw", "python_kw"),
+    [
+        ({"seed": np.int64(1)}, {"seed": 1}),
+        ({"method": "HSCL", "beta": np.float32(2)}, {"method": "HSCL", "beta": 2.0}),
+        ({"epochs": np.int32(3), "tau": np.float64(0.5)}, {"epochs": 3, "tau": 0.5}),
+    ],
+    ids=["seed_int64", "beta_float32", "epochs_tau"],
+)
+def test_config_accepts_numpy_scalars_as_the_python_number(numpy_kw, python_kw):
+    c, ref = TrainConfig(**numpy_kw), TrainConfig(**python_kw)
+    assert c == ref and c.key() == ref.key()
+    assert all(type(getattr(c, k)) is type(getattr(ref, k)) for k in python_kw)
+
+
+@pytest.mark.parametrize(
     ("kw", "name"),
     [
         ({"method": "HSCL"}, "beta"),
@@ -103,6 +129,22 @@ def test_config_key_canonical():
 def test_config_rejects_bad_values(kw, name):
     with pytest.raises(ValueError, match=name):
         TrainConfig(**kw)
+
+
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        ({"checkpoint_every": -1}, "checkpoint_every must be an integer >= 0 (0: at the end only), got -1"),
+        ({"checkpoint_every": 2.5}, "checkpoint_every must be an integer >= 0 (0: at the end only), got 2.5"),
+        (
+            {"checkpoint_every": True},
+            "checkpoint_every must be an integer >= 0 (0: at the end only), got True",
+        ),
+    ],
+)
+def test_run_options_reject_bad_values(kw, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        RunOptions(**kw)
 
 
 # ---------------------------------------------------------------------------------- resume
@@ -171,6 +213,46 @@ def test_corrupt_checkpoints_are_named(tmp_path):
         load_checkpoint(tmp_path / "g.pt")
     with pytest.raises(FileNotFoundError):
         load_checkpoint(tmp_path / "missing.pt")
+
+
+class _Marker:
+    """Unpickling this creates ``path`` (what a crafted checkpoint could do with any command)."""
+
+    def __init__(self, path):
+        self.path = str(path)
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def _framed(blob: bytes) -> bytes:
+    """``blob`` behind a valid header: the checksum matches, only the payload is hostile."""
+    return MAGIC + hashlib.sha256(blob).digest() + struct.pack("<Q", len(blob)) + blob
+
+
+def test_checkpoint_payload_runs_no_code(tmp_path):
+    marker = tmp_path / "marker"
+    buf = io.BytesIO()
+    torch.save({"format": FORMAT, "config_key": "abc", "model": {"w": _Marker(marker)}}, buf)
+    (tmp_path / "evil.pt").write_bytes(_framed(buf.getvalue()))
+    with pytest.raises(CorruptCheckpointError, match=r"evil\.pt: unreadable payload"):
+        load_checkpoint(tmp_path / "evil.pt")
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize(
+    "payload,where",
+    [
+        ({"rows": [{"loss": np.float64(1.0)}]}, r"payload\['rows'\]\[0\]\['loss'\]: float64"),
+        ({"model": {"w": torch.ones(2)}, "step": slice(1, 2)}, r"payload\['step'\]: slice"),
+        ({"order": {np.int64(3): 1}}, r"payload\['order'\] key (np\.int64\(3\)|3): int64"),
+    ],
+    ids=["numpy_scalar", "slice", "numpy_key"],
+)
+def test_save_checkpoint_refuses_what_weights_only_cannot_load(tmp_path, payload, where):
+    with pytest.raises(ValueError, match=where):
+        save_checkpoint(tmp_path / "c.pt", payload)
+    assert not (tmp_path / "c.pt").exists()
 
 
 def test_resume_from_corrupt_checkpoint_raises(tmp_path, small_digits):

@@ -177,6 +177,42 @@ def test_from_dict_accepts_numpy_scalars():
     assert c.beta == 2.0 and c.seed == 3 and isinstance(c.seed, int)
 
 
+@pytest.mark.parametrize(
+    "numpy_kw, python_kw",
+    [
+        (dict(seed=np.int64(1)), dict(seed=1)),
+        (dict(method="HSCL", beta=np.float32(2)), dict(method="HSCL", beta=2.0)),
+        (dict(method="HSCL", beta=np.int64(3)), dict(method="HSCL", beta=3)),
+        (dict(tau=np.float64(0.5), lr=np.float16(0.25)), dict(tau=0.5, lr=0.25)),
+        (
+            dict(d=np.int32(3), num_classes=np.int16(5), batch_size=np.uint8(8)),
+            dict(d=3, num_classes=5, batch_size=8),
+        ),
+        (dict(record_means=np.bool_(True), method=np.str_("UCL")), dict(record_means=True, method="UCL")),
+    ],
+    ids=["seed_int64", "beta_float32", "beta_int64", "tau_lr", "sizes", "bool_str"],
+)
+def test_config_accepts_numpy_scalars_as_the_python_number(numpy_kw, python_kw):
+    c, ref = RunConfig(**numpy_kw), RunConfig(**python_kw)
+    assert c == ref and c.key() == ref.key()
+    assert all(type(getattr(c, k)) is type(getattr(ref, k)) for k in python_kw)
+    json.dumps(c.to_dict())
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(seed=np.int64(-1)), "seed must be an integer >= 0, got -1"),
+        (dict(seed=np.float64(1.0)), "seed must be an integer >= 0, got 1.0"),
+        (dict(method="HSCL", beta=np.float32(-2)), "beta must be a finite number >= 0.0, got -2.0"),
+        (dict(record_means=np.int64(1)), "record_means must be a bool, got 1"),
+    ],
+)
+def test_config_rejects_bad_numpy_scalars_naming_the_value(kwargs, message):
+    with pytest.raises(ValueError, match=re.escape(message) + "$"):
+        RunConfig(**kwargs)
+
+
 # ----------------------------------------------------------------------------- closed forms
 
 

@@ -15,7 +15,8 @@ import pytest
 
 from synthetic.store import failures, folders, runs, tables
 from synthetic.store import read as results
-from synthetic.store.errors import StoreLocked, StoreNotWritable
+from synthetic.store.errors import StoreError, StoreLocked, StoreNotWritable
+from synthetic.store.locking import SweepLock
 from synthetic.sweep import grids
 from synthetic.sweep import run as sw
 from synthetic.sweep.errors import SchedulerUnreachable
@@ -423,6 +424,24 @@ def test_lock_of_a_killed_sweep_is_taken_over_and_reported(tmp_path):
     assert s.ok and s.stale_lock["pid"] == holder.pid
     assert f"taken over from a sweep that ended without releasing it (pid {holder.pid}" in s.format()
     assert not (tmp_path / ".sweep.lock.json").exists()  # released at the end
+
+
+@pytest.mark.parametrize("name", [".sweep.lock", ".sweep.lock.json"])
+def test_a_lock_file_that_is_a_folder_is_named_in_one_line(tmp_path, monkeypatch, capsys, name):
+    """Observed: a .sweep.lock folder stopped the sweep with a bare "[Errno 21] Is a directory"."""
+    from synthetic.__main__ import main
+
+    monkeypatch.setattr(sw, "engine_trainer", lambda: Trainer(fake_run))
+    (tmp_path / "c" / name).mkdir(parents=True)
+    with pytest.raises(StoreError, match=rf"^lock file {re.escape(str(tmp_path / 'c' / name))} is a folder"):
+        SweepLock(tmp_path / "c").acquire()
+    args = ["sweep", "--method", "SCL", "--seeds", "1", "--epochs", "1", "--num-classes", "3"]
+    with pytest.raises(SystemExit) as exc:
+        main([*args, "--no-progress", "--results", str(tmp_path), "--name", "c"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and len(err.strip().splitlines()) == 1, err
+    assert f"{tmp_path / 'c' / name} is a folder" in err and "Errno" not in err, err
+    assert runs.finished_keys(tmp_path / "c") == set()
 
 
 # --------------------------------------------------------------------------------------------
