@@ -114,13 +114,16 @@ def _per_pair(
     else:
         fill = _selected_uniforms(K, generator, selection, z3.device)
     with torch.no_grad():
-        # The tilted law in float64: B softmax(beta S) over the allowed columns, the weights of the tables.
-        logits = (
-            S.detach()
-            .to(torch.float64, copy=True)
-            .mul_(beta_w if isinstance(beta_w, float) else beta_w[:, None])
-        )
+        # The tilted law in float64: B softmax(beta (S - M)) over the allowed columns (M the row's
+        # largest allowed similarity, so beta (S - M) <= 0 cannot overflow to +inf at any finite
+        # beta), the weights of the tables.
+        logits = S.detach().to(torch.float64, copy=True)
         if blocked is not None:
+            logits.view(-1).index_fill_(0, blocked, float("-inf"))
+        M = logits.amax(dim=1, keepdim=True)
+        logits.sub_(torch.where(torch.isfinite(M), M, torch.zeros_like(M)))
+        logits.mul_(beta_w if isinstance(beta_w, float) else beta_w[:, None])
+        if blocked is not None:  # -inf * 0 = NaN where beta = 0: the excluded columns again
             logits.view(-1).index_fill_(0, blocked, float("-inf"))
         w = torch.softmax(logits, dim=1).mul_(B)
         idx, drawn = _draw_pairs(_alias_from_weights(w), rows, K, fill, S.detach().reshape(-1))
