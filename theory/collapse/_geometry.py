@@ -22,6 +22,7 @@ from theory.collapse._inputs import EPS64, F64, features, vector
 
 __all__ = [
     "pow2_scale",
+    "pow2_scale_tensor",
     "rescaled",
     "safe_mean",
     "row_norms",
@@ -50,7 +51,16 @@ def pow2_scale(*tensors: torch.Tensor) -> float:
     return math.ldexp(1.0, math.frexp(top)[1] - 1)
 
 
-def rescaled(value: torch.Tensor, scale: float, power: int, name: str, what: str) -> torch.Tensor:
+def pow2_scale_tensor(t: torch.Tensor) -> torch.Tensor:
+    """:func:`pow2_scale` of one tensor as a 0-d float64 tensor on its device (no host read)."""
+    top = t.detach().abs().amax().to(torch.float64) if t.numel() > 0 else torch.zeros((), dtype=torch.float64)
+    one = torch.ones_like(top)
+    return torch.where(top > 0, torch.ldexp(one, torch.frexp(top).exponent - 1), one)
+
+
+def rescaled(
+    value: torch.Tensor, scale: float | torch.Tensor, power: int, name: str, what: str
+) -> torch.Tensor:
     """``value * scale**power`` (``power`` 1 or 2, one exact multiplication each), or ``ValueError``.
 
     ``value`` was computed from features divided by ``scale`` (:func:`pow2_scale`); the result is
@@ -62,7 +72,7 @@ def rescaled(value: torch.Tensor, scale: float, power: int, name: str, what: str
         out = out * scale
     if not bool(torch.isfinite(out).all()):
         raise ValueError(
-            f"{name}: {what} overflows float64 at this scale (the largest |entry| is near {scale:.3g}); "
+            f"{name}: {what} overflows float64 at this scale (the largest |entry| is near {float(scale):.3g}); "
             f"rescale {name}"
         )
     return out

@@ -197,7 +197,7 @@ def _nan_to_zero(t: torch.Tensor) -> torch.Tensor:
     return torch.where(torch.isnan(t), torch.zeros_like(t), t)
 
 
-def _divided(stats: ClassStats, s: float) -> ClassStats:
+def _divided(stats: ClassStats, s: float | torch.Tensor) -> ClassStats:
     """The statistics of the features divided by ``s`` (means ``/ s``, second moments ``/ s^2``).
 
     Exact for a power of two ``s`` (unless an entry underflows: it is then negligible).
@@ -220,7 +220,7 @@ def _normalised(stats: ClassStats) -> ClassStats:
     return _divided(stats, pow2_scale(_nan_to_zero(stats.means)))
 
 
-def _unscaled(stats: ClassStats, s: float, name: str) -> ClassStats:
+def _unscaled(stats: ClassStats, s: float | torch.Tensor, name: str) -> ClassStats:
     """Statistics of ``z / s`` back in the units of ``z``.
 
     ``ValueError`` naming ``name`` if a second moment leaves the float64 range there (the means

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from theory.collapse._geometry import pow2_scale, rescaled
+from theory.collapse._geometry import pow2_scale_tensor, rescaled
 from theory.collapse._inputs import F64, ArrayLike, batch, check_num_classes
 from theory.collapse.standard import _cdnv, _check_rtol, _nc1_stats
 from theory.collapse.stats import (
@@ -85,7 +85,7 @@ class ClassStatsAccumulator:
         self.dim = None if dim is None else integer("dim", dim, lo=1)
         self.covariance = bool(covariance)
         self._stats: ClassStats | None = None  # of z / self._scale
-        self._scale = 1.0
+        self._scale = torch.ones((), dtype=F64)  # a power of two, on the state's device
         self._frozen = False
         self._dist_sum: torch.Tensor | None = None
         self._dist_counts: torch.Tensor | None = None
@@ -141,14 +141,15 @@ class ClassStatsAccumulator:
             )
         zt, y = self._batch(z, labels)
         self.dim = zt.shape[1]
-        s = pow2_scale(zt)
+        s = pow2_scale_tensor(zt)  # on the device: no host read beyond the batch's validation
         if self._stats is None:
             self._scale = s
-        elif s > self._scale:  # a larger batch: the state in the new units (exact division)
-            self._stats = _divided(self._stats, s / self._scale)
-            self._scale = s
+        else:  # the state in the units of the larger scale (an exact division; by 1 if unchanged)
+            new = torch.maximum(self._scale, s.to(self._scale.device))
+            self._stats = _divided(self._stats, new / self._scale)
+            self._scale = new
         cls = torch.arange(self.num_classes, device=zt.device)
-        b = _stats_of(zt / self._scale, y, self.num_classes, cls, self.covariance)
+        b = _stats_of(zt / self._scale.to(zt.device), y, self.num_classes, cls, self.covariance)
         self._stats = b if self._stats is None else merge_class_stats(self._stats, b)
         return self
 
