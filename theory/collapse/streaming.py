@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from theory.collapse._geometry import pow2_scale_tensor, rescaled
-from theory.collapse._inputs import F64, ArrayLike, batch, check_num_classes
+from theory.collapse._inputs import F64, ArrayLike, batch, check_class_memory, check_num_classes
 from theory.collapse.standard import _cdnv, _check_rtol, _nc1_stats
 from theory.collapse.stats import (
     ClassStats,
@@ -75,6 +75,11 @@ class ClassStatsAccumulator:
         dim: ``d``; default taken from the first batch.
         covariance: keep the ``(d, d)`` within-class scatter matrix (needed by :meth:`nc1` and
             :meth:`within_class_covariance`).
+
+    Raises:
+        ValueError: ``num_classes`` is not an integer ``>= 1``, ``dim`` not ``>= 1``, or the
+            ``O(C d + d^2)`` state cannot be allocated (:func:`theory.validation.check_size`; with
+            ``dim=None`` checked for ``d = 1`` here and for the batch's ``d`` at :meth:`update`).
     """
 
     def __init__(self, num_classes: int, dim: int | None = None, covariance: bool = True) -> None:
@@ -84,6 +89,8 @@ class ClassStatsAccumulator:
         self.num_classes = C
         self.dim = None if dim is None else integer("dim", dim, lo=1)
         self.covariance = bool(covariance)
+        # refused now rather than at the first update (d = 1 when not given: a lower bound)
+        check_class_memory(C, self.dim or 1, None, self.covariance)
         self._stats: ClassStats | None = None  # of z / self._scale
         self._scale = torch.ones((), dtype=F64)  # a power of two, on the state's device
         self._frozen = False

@@ -31,6 +31,7 @@ from theory.hcl.sampling import (
     draw_uniforms,
     expected_hinge,
 )
+from theory.validation import check_size
 
 if TYPE_CHECKING:
     from theory.hcl._options import _Options
@@ -109,6 +110,14 @@ def _per_pair(
         x = (M.view(-1).index_select(0, rows) - s_pos) / tau + lse.index_select(0, rows) + shift
         return _reduce(F.softplus(x), red)
     K = opts.num_negatives
+    P, P_all = rows.shape[0], rows.shape[0] if selection is None else selection.num_pairs
+    check_size(
+        "num_negatives",
+        K,
+        K * (8 * P_all + P * (8 + 2 * z3.element_size())),
+        what=f"{P} pairs x {K} draws: float64 uniforms, indices, values and their gradient",
+        device=z3.device,
+    )
     if selection is None:
         fill = _uniforms(K, generator, npos, R, B, z3.device)
     else:

@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 import torch
 
 from theory.options import HARDENINGS
-from theory.validation import as_tensor, integer, one_of, real
+from theory.validation import as_tensor, check_size, integer, one_of, real
 
 __all__ = [
     "hardening",
@@ -369,8 +369,9 @@ def sample_negatives(
         ``(P, K)`` long indices.
 
     Raises:
-        ValueError: ``num_negatives < 1``, a requested row with no allowed column, or
-            ``uniforms`` of the wrong shape.
+        ValueError: ``num_negatives < 1``, a requested row with no allowed column, ``uniforms`` of
+            the wrong shape, or ``(P, K)`` draws that cannot be allocated (naming
+            ``num_negatives``, with the memory they need).
     """
     K = integer("num_negatives", num_negatives, lo=1)
     logq = as_tensor(logq, "logq")
@@ -379,6 +380,14 @@ def sample_negatives(
         raise ValueError(
             f"logq must be (N, B) and rows (P,), got {tuple(logq.shape)} and {tuple(rows.shape)}"
         )
+    P = rows.shape[0]
+    check_size(
+        "num_negatives",
+        K,
+        24 * P * K,
+        what=f"{P} pairs x {K} draws: int64 indices and float64 uniforms",
+        device=logq.device,
+    )
     with torch.no_grad():
         q = torch.exp(logq.detach().to(torch.float64))
         if rows.numel() and not bool((q.sum(dim=1)[rows] > 0).all()):
@@ -408,7 +417,18 @@ def _given_uniforms(u: torch.Tensor) -> UniformFill:
 def draw_uniforms(
     num_pairs: int, num_negatives: int, generator: torch.Generator | None, device: torch.device
 ) -> torch.Tensor:
-    """``(num_pairs, num_negatives)`` float64 uniforms from ``generator`` (its device), on ``device``."""
+    """``(num_pairs, num_negatives)`` float64 uniforms from ``generator`` (its device), on ``device``.
+
+    Raises:
+        ValueError: the uniforms cannot be allocated (naming ``num_negatives``).
+    """
+    check_size(
+        "num_negatives",
+        num_negatives,
+        8 * num_pairs * num_negatives,
+        what=f"{num_pairs} pairs x {num_negatives} float64 uniforms",
+        device=device,
+    )
     gen_device = generator.device if generator is not None else device
     u = torch.rand(num_pairs, num_negatives, generator=generator, dtype=torch.float64, device=gen_device)
     return u.to(device)
