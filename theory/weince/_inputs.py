@@ -7,8 +7,9 @@ Two rules (``docs/weince.md#inputs``):
   converted to float64 numpy (:func:`as_float64`); a non-finite value raises ``ValueError`` naming
   the argument; a meta tensor (shape only, no data) raises ``ValueError`` naming the argument;
   complex input is rejected.
-* **Losses** (``weince_loss``, ``weince_label_loss``, ``WeiNCELoss``): torch tensors only;
-  :func:`check_rows` is one fused check per call (a single host synchronisation for all the
+* **Losses** (``weince_loss``, ``weince_label_loss``, ``WeiNCELoss``): the project's input rule
+  (:func:`theory.validation.as_tensor`: tensors, numpy arrays, sequences); :func:`check_rows`
+  is one fused check per call (a single host synchronisation for all the
   arguments together, on the diagonal of the loss's own Gram matrix) that no row holds NaN or inf
   and no row's norm overflows the dtype, which would turn the cosine normalisation into a silent
   zero row.

@@ -32,7 +32,7 @@ __all__ = ["tlambda_logits"]
 
 
 def tlambda_logits(
-    s: torch.Tensor, lam: torch.Tensor | float, tau: float = WEINCE_TAU, eps: float = DEFAULT_GATE.eps
+    s: Any, lam: torch.Tensor | float, tau: float = WEINCE_TAU, eps: float = DEFAULT_GATE.eps
 ) -> torch.Tensor:
     """Closed-form T_lambda logits, differentiable in ``s`` (``docs/weince.md#the-t-lambda-logits``).
 
@@ -54,16 +54,16 @@ def tlambda_logits(
         ``s`` ``(..., M)``, ``lam`` scalar or broadcastable -> ``(..., M)``.
 
     Raises:
-        ValueError: ``s`` not a tensor, bad ``tau`` or ``eps``.
+        ValueError: ``s`` not convertible to a tensor (the input rule of
+            docs/README.md#conventions: tensors, numpy arrays, sequences), bad ``tau`` or ``eps``.
     """
     tau = real("tau", tau, lo=0.0, lo_open=True)
     eps = real("eps", eps, lo=0.0, lo_open=True, hi=0.5)
-    if not isinstance(s, torch.Tensor):
-        raise ValueError(f"s must be a torch tensor, got {type(s).__name__}")
-    s = as_float_tensor(s, "s")
-    lam = torch.as_tensor(lam, dtype=s.dtype, device=s.device)
-    W = -torch.log1p(-torch.clamp(s, max=1.0 - eps))
-    return (1 - lam) * (s / tau) + lam * W
+    st = as_float_tensor(s, "s")
+    lam = torch.as_tensor(lam, dtype=st.dtype, device=st.device)
+    W = -torch.log1p(-torch.clamp(st, max=1.0 - eps))
+    out: torch.Tensor = (1 - lam) * (st / tau) + lam * W
+    return out
 
 
 @functools.lru_cache(maxsize=16)
