@@ -97,7 +97,13 @@ def _finish_np(
     """
     A = T.shape[0]
     buf = np.empty(5 * A + 1)
-    lam, lam_rho, lam_aic, rho, dA = (buf[i * A : (i + 1) * A] for i in range(5))
+    lam, lam_rho, lam_aic, rho, dA = (
+        buf[:A],
+        buf[A : 2 * A],
+        buf[2 * A : 3 * A],
+        buf[3 * A : 4 * A],
+        buf[4 * A : 5 * A],
+    )
     np.subtract(1.0, T[:, 0], out=rho)
     np.maximum(rho, gate.eps, out=rho)
     dA[:] = dAIC

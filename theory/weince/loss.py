@@ -541,9 +541,11 @@ class WeiNCELoss(nn.Module):
             ValueError: bad inputs, ``anchors`` with ``recipe="released"``, or ``gather``
                 without ``anchors``.
         """
-        loss, self.last_diagnostics = _two_view(
+        loss, diagnostics = _two_view(
             z1, z2, self.tau, self.gate, self.beta_state, self.check_inputs, anchors, gather
         )
+        # a plain attribute (not a parameter, buffer or module): stored without nn.Module.__setattr__'s checks
+        self.__dict__["last_diagnostics"] = diagnostics
         return loss
 
     def extra_repr(self) -> str:  # noqa: D102
