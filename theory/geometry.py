@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from theory.options import NORMALIZATIONS
-from theory.validation import as_float_tensor, floating_dtype, integer, one_of
+from theory.validation import as_float_tensor, check_size, floating_dtype, integer, one_of
 
 __all__ = [
     "normalize",
@@ -113,10 +113,15 @@ def etf_gram(num_classes: int, dtype: torch.dtype = torch.float64) -> torch.Tens
         The ``(C, C)`` Gram matrix.
 
     Raises:
-        ValueError: ``num_classes`` is not an integer ``>= 2`` or ``dtype`` is not floating.
+        ValueError: ``num_classes`` is not an integer ``>= 2``, ``dtype`` is not floating, or the
+            ``(C, C)`` matrix cannot be allocated (:func:`theory.validation.check_size`).
     """
     C = integer("num_classes", num_classes, lo=2)
     dtype = floating_dtype(dtype)
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    check_size(
+        "num_classes", C, C * C * (3 * 8 + itemsize), what=f"({C}, {C}) float64 work matrices and the result"
+    )
     eye = torch.eye(C, dtype=torch.float64)
     return (C / (C - 1) * (eye - torch.full((C, C), 1.0 / C, dtype=torch.float64))).to(dtype)
 
@@ -146,13 +151,21 @@ def simplex_etf(
 
     Raises:
         ValueError: ``num_classes < 2``, ``d < num_classes - 1`` (no ETF exists), a non-integer
-            size or a non-floating ``dtype``.
+            size, a non-floating ``dtype``, or sizes whose float64 work matrices (``(C, C)``,
+            ``(C, d)`` and, with a ``generator``, ``(d, d)``) cannot be allocated.
     """
     C = integer("num_classes", num_classes, lo=2)
     d = integer("d", d)
     if d < C - 1:
         raise ValueError(f"d must be an integer >= num_classes - 1 = {C - 1} for a simplex ETF, got {d!r}")
     dtype = floating_dtype(dtype)
+    rotation = 3 * d * d if generator is not None else 0  # randn, Q and R of the Haar rotation
+    check_size(
+        "(num_classes, d)",
+        (C, d),
+        8 * (3 * C * C + 2 * C * d + rotation),
+        what="float64 work matrices (C, C), (C, d)" + (" and (d, d)" if generator is not None else ""),
+    )
     # Orthonormal basis of 1^perp in R^C: Helmert-style via QR of the centred identity.
     centred = torch.eye(C, dtype=torch.float64) - 1.0 / C
     q, _ = torch.linalg.qr(centred)  # first C-1 columns span 1^perp

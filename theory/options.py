@@ -50,6 +50,8 @@ __all__ = [
     "HCL_TAU",
     "WEINCE_TAU",
     "MARGIN",
+    "MEMORY_LIMIT",
+    "MEMORY_FRACTION",
 ]
 
 #: Negative sets of the hard-negative paper: ``"supervised"`` (other-label batch members, SCL /
@@ -96,6 +98,15 @@ WEINCE_TAU = 0.5
 
 #: Triplet margin of the ``"triplet"`` psi form.
 MARGIN = 1.0
+
+#: The size checks of ``theory`` (:func:`theory.validation.check_size`): a call whose sizes
+#: (``num_negatives``, ``num_classes``, ``n_grid``, ``d``, ...) would make it allocate more than
+#: ``min(MEMORY_LIMIT, MEMORY_FRACTION * the device's total memory)`` raises ``ValueError`` stating
+#: the size, the memory it needs and the limit, instead of failing in the allocator (or driving a
+#: shared machine into swap). 16 GiB is far above what any computation of the package needs at the
+#: papers' scales (the largest, a class-statistics bank of 21k classes in d = 2048, is 0.4 GiB).
+MEMORY_LIMIT = 16 * 2**30
+MEMORY_FRACTION = 0.5
 
 
 # --------------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ tensors and integer label vectors::
     y = as_finite_1d("y", y)                           # float64 numpy (n,), finite, non-empty
     x = as_tensor(x, "x", device=z.device)             # the input rule below
     check_embeddings(z, scale=1 / tau)                 # finite, similarities cannot overflow
+    check_size("num_negatives", K, P * K * 24, what="(P, K) draws", device=z.device)
 
 The input rule for tensor arguments (docs/README.md#conventions), implemented once in
 :func:`as_tensor`: torch tensors, numpy arrays (converted with ``torch.as_tensor``, without a
@@ -32,11 +33,14 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 from collections.abc import Collection
 from typing import Any
 
 import numpy as np
 import torch
+
+from theory import options
 
 __all__ = [
     "real",
@@ -50,6 +54,8 @@ __all__ = [
     "check_label_range",
     "check_embeddings",
     "floating_dtype",
+    "memory_limit",
+    "check_size",
 ]
 
 
@@ -355,4 +361,74 @@ def check_embeddings(z: torch.Tensor, name: str = "z", *, scale: float = 1.0) ->
         raise ValueError(
             f"{name} is too large for {z.dtype}: max ||{name}_i||^2 = {top * top:.3g}, so the similarities "
             f"(times {max(1.0, scale):.3g}) overflow; normalise {name} (theory.geometry.normalize) or pass float64"
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# sizes that cannot be allocated
+
+
+def _total_memory(device: torch.device) -> int | None:
+    """The device's total memory in bytes (physical RAM for the CPU), or None if unknown."""
+    if device.type == "cuda":
+        return int(torch.cuda.get_device_properties(device).total_memory)
+    if device.type == "cpu":
+        try:
+            return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+        except (AttributeError, ValueError, OSError):  # not a POSIX system
+            return None
+    return None
+
+
+def memory_limit(device: torch.device | str | None = None) -> int:
+    """The most one call of ``theory`` may allocate on ``device`` (bytes), for :func:`check_size`.
+
+    ``min(theory.options.MEMORY_LIMIT, theory.options.MEMORY_FRACTION * total)`` with ``total`` the
+    device's total memory (the physical RAM for the CPU, the GPU's memory for CUDA): 16 GiB, or
+    half of a smaller machine. A fixed cap as well as a fraction, so that a size the package can
+    never need is refused on every machine alike, and a large machine is not filled by one call;
+    the total (not the currently free) memory, so that the verdict does not depend on what else
+    runs (a call just under the limit can still fail in the allocator when memory is in use).
+    """
+    cap = int(options.MEMORY_LIMIT)  # read at call time: a session may change it
+    total = _total_memory(torch.device(device if device is not None else "cpu"))
+    return cap if total is None else min(cap, int(options.MEMORY_FRACTION * total))
+
+
+def _bytes(n: int) -> str:
+    """``"7.45 GiB"``, ``"1,430 GiB"``, ``"512 MiB"``."""
+    gib = n / 2**30
+    if gib >= 100:
+        return f"{gib:,.0f} GiB"
+    return f"{gib:.3g} GiB" if n >= 2**30 else f"{n / 2**20:.3g} MiB"
+
+
+def check_size(
+    name: str, value: Any, nbytes: int, *, what: str, device: torch.device | str | None = None
+) -> None:
+    """``ValueError`` when a call would allocate more than :func:`memory_limit` on ``device``.
+
+    Args:
+        name: the argument whose size decides (``"num_negatives"``, ``"num_classes"``, ...).
+        value: its value (shown in the message), e.g. ``10**9`` or ``"(100000, 100000)"``.
+        nbytes: the bytes the call would allocate (its dominant buffers).
+        what: what those buffers are, e.g. ``"the (P, K) float64 uniforms and indices"``.
+        device: where they would live (default the CPU).
+
+    Raises:
+        ValueError: ``"num_negatives = 1000000000 needs 44.7 GiB (2 pairs x 1000000000 draws:
+            int64 indices and float64 uniforms), over the memory limit of 11.8 GiB (the smaller of
+            theory.options.MEMORY_LIMIT = 16 GiB and 0.5 x the 23.5 GiB of the device); pass a
+            smaller num_negatives"``.
+    """
+    limit = memory_limit(device)
+    if nbytes > limit:
+        total = _total_memory(torch.device(device if device is not None else "cpu"))
+        of_total = (
+            "" if total is None else f" and {options.MEMORY_FRACTION:g} x the {_bytes(total)} of the device"
+        )
+        raise ValueError(
+            f"{name} = {value} needs {_bytes(nbytes)} ({what}), over the memory limit of {_bytes(limit)} "
+            f"(the smaller of theory.options.MEMORY_LIMIT = {_bytes(int(options.MEMORY_LIMIT))}{of_total}); "
+            f"pass a smaller {name}"
         )

@@ -1,4 +1,5 @@
-"""Tests of theory.validation: the shared scalar validators ``real`` and ``integer``.
+"""Tests of theory.validation: the shared scalar validators ``real`` and ``integer``, the tensor
+rules, and the size checks (``check_size``) with the callers that use them.
 
 References are plain Python comparisons written here (interval membership by hand).
 """
@@ -6,12 +7,20 @@ References are plain Python comparisons written here (interval membership by han
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 import pytest
 import torch
 
-from theory.validation import integer, real
+from theory import options
+from theory.collapse import ClassStatsAccumulator, class_counts, class_stats, metric_row, ncm_accuracy
+from theory.geometry import etf_gram, simplex_etf
+from theory.hcl import contrastive_loss, sample_negatives
+from theory.hcl.convex import etf_gram_np
+from theory.hcl.sampling import draw_uniforms
+from theory.validation import check_size, integer, memory_limit, real
+from theory.weince import link_select
 
 # ---------------------------------------------------------------------------------------------
 # real
@@ -293,3 +302,68 @@ def test_check_embeddings():
     check_embeddings(torch.full((2, 2), 1e20, dtype=torch.float64), scale=100.0)
     with pytest.raises(ValueError, match="too large for torch.float64"):
         check_embeddings(torch.full((2, 2), 1e160, dtype=torch.float64))
+
+
+# ---------------------------------------------------------------------------------------------
+# sizes that cannot be allocated
+
+
+def test_memory_limit_is_the_smaller_of_the_cap_and_half_the_memory(monkeypatch):
+    total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    assert memory_limit() == min(16 * 2**30, total // 2) == memory_limit("cpu")
+    monkeypatch.setattr(options, "MEMORY_LIMIT", 2**20)  # read at call time
+    assert memory_limit() == 2**20
+    check_size("n", 7, 2**20, what="exactly the limit")  # at the limit: accepted
+    with pytest.raises(ValueError) as err:
+        check_size("n", 7, 2**20 + 1, what="one byte more")
+    msg = str(err.value)
+    assert msg.startswith("n = 7 needs 1 MiB (one byte more), over the memory limit of 1 MiB")
+    assert "theory.options.MEMORY_LIMIT = 1 MiB" in msg and msg.endswith("pass a smaller n")
+
+
+def test_a_lowered_limit_applies_to_every_size_check(monkeypatch):
+    monkeypatch.setattr(options, "MEMORY_LIMIT", 2**20)
+    simplex_etf(10, 12)  # 8 (3 C^2 + 2 C d) bytes: far below 1 MiB
+    with pytest.raises(ValueError, match=r"^\(num_classes, d\) = \(300, 300\) needs 3.43 MiB"):
+        simplex_etf(300, 300)  # 8 (3 + 2) 300^2 = 3.6e6 bytes
+
+
+#: The issue's sizes, each beyond 16 GiB (so beyond the limit on every machine), with the
+#: argument its message must name.
+_Z = torch.nn.functional.normalize(torch.randn(12, 5, generator=torch.Generator().manual_seed(0)), dim=1)
+_LABELS = torch.arange(12) % 3
+HUGE = {
+    "contrastive_loss sampled": (
+        "num_negatives",
+        lambda: contrastive_loss(_Z, _LABELS, setting="supervised", estimator="sampled", num_negatives=10**9),
+    ),
+    "contrastive_loss sampled triplet": (
+        "num_negatives",
+        lambda: contrastive_loss(
+            _Z, _LABELS, setting="unsupervised", psi="triplet", estimator="sampled", num_negatives=10**9
+        ),
+    ),
+    "sample_negatives": (
+        "num_negatives",
+        lambda: sample_negatives(torch.zeros(3, 4), torch.zeros(2, dtype=torch.long), 10**9),
+    ),
+    "draw_uniforms": ("num_negatives", lambda: draw_uniforms(4, 10**9, None, torch.device("cpu"))),
+    "class_stats": ("num_classes", lambda: class_stats(_Z, _LABELS, num_classes=10**9)),
+    "class_counts": ("num_classes", lambda: class_counts(_LABELS, num_classes=10**10)),
+    "ncm_accuracy": ("num_classes", lambda: ncm_accuracy(_Z, _LABELS, _Z, _LABELS, num_classes=10**9)),
+    "metric_row": ("num_classes", lambda: metric_row(_Z, _LABELS, 10**9)),
+    "ClassStatsAccumulator": ("num_classes", lambda: ClassStatsAccumulator(10**9)),
+    "simplex_etf": (r"\(num_classes, d\)", lambda: simplex_etf(10**5, 10**5)),
+    "etf_gram": ("num_classes", lambda: etf_gram(10**6)),
+    "etf_gram_np": ("num_classes", lambda: etf_gram_np(10**6)),
+    "link_select": ("n_grid", lambda: link_select(np.full((4, 3), 0.1) + np.eye(4, 3), n_grid=10**9)),
+}
+
+
+@pytest.mark.parametrize("case", list(HUGE))
+def test_sizes_that_cannot_be_allocated_raise_stating_size_need_and_limit(case):
+    name, call = HUGE[case]
+    with pytest.raises(
+        ValueError, match=rf"^{name} = .* needs [0-9,.]+ GiB \(.*\), over the memory limit of "
+    ):
+        call()

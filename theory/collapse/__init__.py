@@ -75,6 +75,10 @@ Conventions (docs/metrics.md#inputs-labels-and-missing-classes):
 * invalid inputs (shapes, dtypes, NaN/inf, labels out of range, too few classes for a metric,
   an undefined metric such as NC1 with coinciding class means) raise ``ValueError`` naming the
   argument.
+* scale (docs/metrics.md#scale): no metric squares raw features; it divides them by a power of
+  two first, so the scale-invariant metrics are right at any scale (``effective_rank(1e308 *
+  I_3) == 3``) and a scale-dependent value beyond the float64 range raises ``ValueError`` naming
+  ``z`` or ``mu`` instead of returning inf or NaN.
 """
 
 from theory.collapse.classifier import (

@@ -34,9 +34,18 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from theory.validation import integer
+from theory.validation import check_size, integer
 
-__all__ = ["ArrayLike", "F64", "EPS64", "as_tensor", "features", "labels_of", "check_num_classes"]
+__all__ = [
+    "ArrayLike",
+    "F64",
+    "EPS64",
+    "as_tensor",
+    "features",
+    "labels_of",
+    "check_num_classes",
+    "check_class_memory",
+]
 
 #: What the public functions accept as a tensor argument.
 ArrayLike: TypeAlias = torch.Tensor | npt.NDArray[Any] | Sequence[Any]
@@ -131,6 +140,17 @@ def check_num_classes(num_classes: object) -> int | None:
     return None if num_classes is None else integer("num_classes", num_classes, lo=1)
 
 
+def check_class_memory(C: int, d: int, device: torch.device | str | None, covariance: bool = False) -> None:
+    """``ValueError`` naming ``num_classes`` when the per-class statistics cannot be allocated.
+
+    The statistics kernel holds about three ``(C, d)`` float64 matrices (sums, means, a work copy)
+    and four ``(C,)`` vectors, plus the ``(d, d)`` scatter with ``covariance``
+    (:func:`theory.validation.check_size`).
+    """
+    nbytes = 8 * (3 * C * d + 4 * C + (d * d if covariance else 0))
+    check_size("num_classes", C, nbytes, what=f"per-class float64 statistics ({C}, {d})", device=device)
+
+
 def labels_of(
     labels: object,
     n: int,
@@ -153,6 +173,8 @@ def labels_of(
             ``finite`` false (naming ``finite_name``).
     """
     C = check_num_classes(num_classes)
+    if C is not None:
+        check_size("num_classes", C, 16 * C, what="per-class int64 counts and label values", device=device)
     y = as_tensor(labels, name)
     if y.dim() != 1:
         raise ValueError(f"{name} must be 1-D (N,), got shape {tuple(y.shape)}")
@@ -192,6 +214,9 @@ def batch(
     _real_dtype(t, name, "floating")
     _shape2d(t, name, 1)
     t = t.to(F64)
+    C_given = check_num_classes(num_classes)
+    if C_given is not None:
+        check_class_memory(C_given, t.shape[1], t.device)
     y, C, classes = labels_of(
         labels, t.shape[0], num_classes, t.device, labels_name, torch.isfinite(t).all(), name
     )

@@ -21,7 +21,13 @@ from typing import Literal
 
 import torch
 
-from theory.collapse._geometry import centred_means, class_means_input, gram_etf_distance, vanishes
+from theory.collapse._geometry import (
+    centred_means,
+    class_means_input,
+    gram_etf_distance,
+    pow2_scale,
+    vanishes,
+)
 from theory.collapse._inputs import F64, ArrayLike, features, vector
 from theory.validation import one_of
 
@@ -74,6 +80,7 @@ def nc3_self_duality(W: ArrayLike, mu: ArrayLike, global_mean: ArrayLike | float
     """
     c = centred_means(mu, global_mean, "NC3 self-duality")
     w = _weights(W, tuple(c.shape), c.device)
+    w = w / pow2_scale(w)  # scale-invariant in W and in mu (c is rescaled too): no overflow
     nw, nm = torch.linalg.matrix_norm(w), torch.linalg.matrix_norm(c)
     if not float(nw) > 0:
         raise ValueError("W is zero; NC3 self-duality is undefined")
@@ -105,6 +112,7 @@ def nc3_self_duality_zhu(W: ArrayLike, mu: ArrayLike, global_mean: ArrayLike | f
     """
     c = centred_means(mu, global_mean, "Zhu et al.'s NC3")
     w = _weights(W, tuple(c.shape), c.device)
+    w = w / pow2_scale(w)  # scale-invariant in W and in mu (c is rescaled too): no overflow
     g = w @ c.T
     scale = float(torch.linalg.matrix_norm(w)) * float(torch.linalg.matrix_norm(c))
     if vanishes(g, scale, c.shape[1]):

@@ -12,7 +12,15 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from theory.collapse._geometry import class_means_input, offdiag, unit_rows
+from theory.collapse._geometry import (
+    class_means_input,
+    offdiag,
+    pow2_scale,
+    rescaled,
+    row_norms,
+    safe_mean,
+    unit_rows,
+)
 from theory.collapse._inputs import F64, ArrayLike, batch, features, labels_of
 from theory.collapse.classifier import _CHUNK, SIMILARITIES, _centre_scores
 from theory.collapse.stats import SPECTRUM_FLOOR, _check_floor, _distance_sums, _require_complete, _stats_of
@@ -34,6 +42,8 @@ def paper_conditions(mu: ArrayLike) -> dict[str, float]:
     docs/metrics.md#paper-variant); the standard, centred NC2
     counterparts are :func:`nc2_equiangularity` / :func:`nc2_max_angle`. A class mean that is
     exactly zero has cosine 0 with every other mean (convention; the notebook would produce NaN).
+    Scale-safe (docs/metrics.md#scale): the cosines of ``1e160 mu`` are those of ``mu``, and the
+    norms are computed without squaring overflowing entries.
 
     Args:
         mu: class means ``(C, d)``, ``C >= 2``.
@@ -45,17 +55,18 @@ def paper_conditions(mu: ArrayLike) -> dict[str, float]:
         ``mu`` ``(C, d)`` -> dict.
 
     Raises:
-        ValueError: ``mu`` not 2-D, fewer than 2 rows, or non-finite (a missing class's NaN row).
+        ValueError: ``mu`` not 2-D, fewer than 2 rows, or non-finite (a missing class's NaN row);
+            ``unit_norm`` or ``zero_sum`` beyond the float64 range (naming ``mu``).
     """
     m = class_means_input(mu)
     C = m.shape[0]
-    norms = torch.linalg.vector_norm(m, dim=1)
-    unit_norm = (norms - 1.0).abs().mean()
-    zero_sum = torch.linalg.vector_norm(m.mean(dim=0))
+    unit_norm = safe_mean((row_norms(m, "mu") - 1.0).abs(), "mu", "unit_norm")
+    s = pow2_scale(m)
+    zero_sum = rescaled(torch.linalg.vector_norm((m / s).mean(dim=0)), s, 1, "mu", "zero_sum")
     u = unit_rows(m)
     dev = offdiag(u @ u.T + 1.0 / (C - 1)).abs()
     return {
-        "unit_norm": float(unit_norm),
+        "unit_norm": unit_norm,
         "zero_sum": float(zero_sum),
         "etf_mean": float(dev.mean()),
         "etf_max": float(dev.max()),
@@ -82,12 +93,16 @@ def within_class_variation(z: ArrayLike, labels: ArrayLike, num_classes: int | N
         ``z`` ``(N, d)``, ``labels`` ``(N,)`` -> float.
 
     Raises:
-        ValueError: as :func:`class_stats`; a missing class.
+        ValueError: as :func:`class_stats`; a missing class; a value beyond the float64 range
+            (naming ``z``).
     """
     zt, y, C, classes = batch(z, labels, num_classes)
+    s = pow2_scale(zt)  # distances of z / s (no overflowing square), times s
+    zt = zt / s
     st = _stats_of(zt, y, C, classes, covariance=False)
     _require_complete(st, "labels", "within_class_variation", min_classes=1)
-    return float((_distance_sums(zt, y, st.means) / st.counts.to(F64)).mean())
+    mean = (_distance_sums(zt, y, st.means) / st.counts.to(F64)).mean()
+    return float(rescaled(mean, s, 1, "z", "within_class_variation"))
 
 
 def class_mean_spectrum(
@@ -125,19 +140,29 @@ def class_mean_spectrum(
     Shape:
         ``mu`` ``(C, d)`` -> ``(d,)``.
 
+    Scale-safe (docs/metrics.md#scale): computed on ``mu / s`` (``s`` a power of two), so the
+    log-ratios of ``1e200 mu`` are those of ``mu``; the raw values (``relative=False``) are
+    multiplied back by ``s^2`` and raise when they leave the float64 range.
+
     Raises:
-        ValueError: ``mu`` not 2-D, fewer than 2 rows, non-finite, or a bad ``floor``.
+        ValueError: ``mu`` not 2-D, fewer than 2 rows, non-finite, or a bad ``floor``; with
+            ``relative=False``, a ``sigma_i`` beyond the float64 range (naming ``mu``).
     """
     floor = _check_floor(floor)
     m = class_means_input(mu)
     C, d = m.shape
+    scale = pow2_scale(m)
+    m = m / scale
     centred = m - m.mean(dim=0, keepdim=True)
     s = torch.linalg.svdvals(centred).cpu().numpy()
     sigma = np.zeros(d, dtype=np.float64)
     sigma[: s.shape[0]] = s**2 / (C - 1)
     sigma = np.sort(sigma)[::-1].copy()
     if not relative:
-        return sigma
+        raw: npt.NDArray[np.float64] = rescaled(
+            torch.from_numpy(sigma), scale, 2, "mu", "the class-mean spectrum (relative=False)"
+        ).numpy()
+        return raw
     top = sigma[0]
     ratio = np.zeros(d, dtype=np.float64) if top <= 0 else sigma / top
     with np.errstate(divide="ignore"):
@@ -203,6 +228,8 @@ def ncm_accuracy(
     te = features(test_z, "test_z", device=tr.device)
     if te.shape[1] != tr.shape[1]:
         raise ValueError(f"test_z has dimension d = {te.shape[1]} but train_z has d = {tr.shape[1]}")
+    scale = pow2_scale(tr, te)  # the rules are invariant under a common scale; no overflowing score
+    tr, te = tr / scale, te / scale
     st = _stats_of(tr, ytr, C, classes, covariance=False)
     _require_complete(st, "train_labels", "ncm_accuracy", min_classes=1)
     yte = _test_rows(test_labels, te.shape[0], classes, None if num_classes is None else C)

@@ -2,6 +2,9 @@
 
 Roy & Vetterli (EUSIPCO 2007), Garrido et al. (ICML 2023), Jing et al. (ICLR 2022);
 docs/metrics.md#rank-and-spectra and docs/metrics.md#pitfalls (5). Notation: :mod:`theory.collapse`.
+
+The ranks are scale-invariant and computed on the input divided by a power of two
+(docs/metrics.md#scale): ``effective_rank(1e308 * I_3)`` is 3, as for ``I_3``.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from theory.collapse._geometry import unit_rows
+from theory.collapse._geometry import pow2_scale, rescaled, unit_rows
 from theory.collapse._inputs import ArrayLike, features
 from theory.collapse.stats import SPECTRUM_FLOOR, _check_floor
 from theory.validation import real
@@ -48,7 +51,7 @@ def effective_rank(matrix: ArrayLike) -> float:
         ValueError: not 2-D, NaN/inf, bool/complex dtype.
     """
     a = features(matrix, "matrix")
-    s = torch.linalg.svdvals(a)
+    s = torch.linalg.svdvals(a / pow2_scale(a))  # scale-invariant: no overflowing sum of sigma
     total = s.sum()
     if not float(total) > 0:
         return 0.0
@@ -79,7 +82,7 @@ def rankme(z: ArrayLike, eps: float = RANKME_EPS) -> float:
     """
     eps = real("eps", eps, lo=0, hi=1, hi_open=True)
     zt = features(z, "z")
-    s = torch.linalg.svdvals(zt)
+    s = torch.linalg.svdvals(zt / pow2_scale(zt))  # scale-invariant: no overflowing sum of sigma
     total = s.sum()
     p = (s / total if float(total) > 0 else torch.zeros_like(s)) + eps
     return _entropy_exp(p)
@@ -108,6 +111,7 @@ def erank_cov(z: ArrayLike) -> float:
         ValueError: not 2-D, fewer than 2 rows, NaN/inf.
     """
     zt = features(z, "z", min_rows=2)
+    zt = zt / pow2_scale(zt)  # scale-invariant: no overflowing square
     s = torch.linalg.svdvals(zt - zt.mean(dim=0, keepdim=True))
     lam = s**2
     total = lam.sum()
@@ -140,17 +144,24 @@ def embedding_spectrum(
         ``z`` ``(N, d)`` -> ``(d,)``.
 
     Raises:
-        ValueError: not 2-D, fewer than 2 rows, NaN/inf, bad ``floor``.
+        ValueError: not 2-D, fewer than 2 rows, NaN/inf, bad ``floor``; with ``normalize=False``
+            a ``sigma_k`` beyond the float64 range (naming ``z``).
     """
     floor = _check_floor(floor)
     zt = features(z, "z", min_rows=2)
     N, d = zt.shape
+    scale = 1.0
     if normalize:
-        zt = unit_rows(zt)
+        zt = unit_rows(zt)  # scale-safe
+    else:  # absolute values: computed on z / scale, then times scale^2 (raises if out of range)
+        scale = pow2_scale(zt)
+        zt = zt / scale
     s = torch.linalg.svdvals(zt - zt.mean(dim=0, keepdim=True)).cpu().numpy()
     sigma = np.zeros(d, dtype=np.float64)
     sigma[: s.shape[0]] = s**2 / (N - 1)
     sigma = np.sort(sigma)[::-1].copy()
+    if scale != 1.0:
+        sigma = rescaled(torch.from_numpy(sigma), scale, 2, "z", "the embedding spectrum").numpy()
     with np.errstate(divide="ignore"):
         out: npt.NDArray[np.float64] = np.log(np.maximum(sigma, floor))
     return out

@@ -37,6 +37,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
+from theory.collapse._geometry import pow2_scale, row_norms, safe_mean
 from theory.collapse.paper import class_mean_spectrum, ncm_accuracy, paper_conditions, within_class_variation
 from theory.collapse.rank import effective_rank, rankme
 from theory.collapse.standard import etf_error, nc1, nc2_equiangularity, nc2_equinorm
@@ -95,6 +96,7 @@ def numerical_ranks(mu: torch.Tensor, thresholds: tuple[float, ...] = RANK_THRES
         ``mu`` ``(C, d)`` -> a list of ``len(thresholds)`` ints.
     """
     m = mu.to(torch.float64)
+    m = m / pow2_scale(m)  # ranks are scale-invariant (docs/metrics.md#scale)
     m = m - m.mean(dim=0, keepdim=True)
     s = torch.linalg.svdvals(m)[: min(m.shape[0] - 1, m.shape[1])]
     if s.numel() == 0 or not float(s[0]) > 0:
@@ -176,7 +178,7 @@ def metric_row(
         }
         values.update(zip(RANK_COLUMNS, (float(v) for v in numerical_ranks(mu)), strict=True))
         values["spectrum_min"] = head[f"spectrum_{r - 1}"] if r >= 1 else math.nan
-        values["mean_norm"] = float(torch.linalg.vector_norm(z64, dim=1).mean())
+        values["mean_norm"] = safe_mean(row_norms(z64, "z"), "z", "mean_norm")
         if test_z is not None and test_labels is not None and test_z.shape[0] > 0:
             t64 = test_z.detach().to(torch.float64)
             values["ncm_acc"] = _safe(ncm_accuracy, z64, labels, t64, test_labels, num_classes=num_classes)

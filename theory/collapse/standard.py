@@ -22,12 +22,13 @@ from theory.collapse._geometry import (
     unit_rows,
     vanishes,
 )
-from theory.collapse._inputs import EPS64, ArrayLike
+from theory.collapse._inputs import EPS64, ArrayLike, batch
 from theory.collapse.stats import (
     ClassStats,
+    _normalised,
     _require_complete,
+    _scaled_stats,
     between_class_covariance_from_stats,
-    class_stats,
     within_class_covariance_from_stats,
 )
 from theory.validation import real
@@ -92,6 +93,7 @@ def nc1_from_stats(stats: ClassStats, rtol: float | None = None) -> float:
 
 
 def _nc1_stats(stats: ClassStats, rtol: float | None, name: str) -> float:
+    stats = _normalised(stats)  # NC1 is scale-invariant: no overflowing or underflowing products
     C, d = stats.means.shape
     if vanishes(stats.means - stats.global_mean, float(torch.linalg.vector_norm(stats.means)), max(C, d)):
         raise ValueError(
@@ -130,12 +132,15 @@ def nc1(z: ArrayLike, labels: ArrayLike, num_classes: int | None = None, rtol: f
             equal (Sigma_B = 0, NC1 undefined); a bad ``rtol``.
     """
     rtol = _check_rtol(rtol)
-    st = class_stats(z, labels, num_classes)
+    zt, y, C, classes = batch(z, labels, num_classes)
+    st, _ = _scaled_stats(zt, y, C, classes, covariance=True)  # of z / s: scale-safe
     _require_complete(st, "labels", "nc1")
     return _nc1_stats(st, rtol, "z")
 
 
-def _cdnv(mu: torch.Tensor, var: torch.Tensor) -> float:
+def _cdnv(stats: ClassStats) -> float:
+    st = _normalised(stats)  # CDNV is scale-invariant: no overflowing squared distances
+    mu, var = st.means, st.class_variances
     C = mu.shape[0]
     iu = torch.triu_indices(C, C, offset=1, device=mu.device)
     dist2 = torch.cdist(mu, mu, compute_mode="donot_use_mm_for_euclid_dist") ** 2
@@ -162,7 +167,7 @@ def nc1_cdnv_from_stats(stats: ClassStats) -> float:
         ValueError: a missing class or fewer than 2 classes.
     """
     _require_complete(stats, "stats", "nc1_cdnv")
-    return _cdnv(stats.means, stats.class_variances)
+    return _cdnv(stats)
 
 
 def nc1_cdnv(z: ArrayLike, labels: ArrayLike, num_classes: int | None = None) -> float:
@@ -186,9 +191,10 @@ def nc1_cdnv(z: ArrayLike, labels: ArrayLike, num_classes: int | None = None) ->
     Raises:
         ValueError: as :func:`class_stats`; fewer than 2 classes; a missing class.
     """
-    st = class_stats(z, labels, num_classes, covariance=False)
+    zt, y, C, classes = batch(z, labels, num_classes)
+    st, _ = _scaled_stats(zt, y, C, classes, covariance=False)  # of z / s: scale-safe
     _require_complete(st, "labels", "nc1_cdnv")
-    return _cdnv(st.means, st.class_variances)
+    return _cdnv(st)
 
 
 def nc2_equinorm(mu: ArrayLike, global_mean: ArrayLike | float | None = None) -> float:

@@ -17,7 +17,10 @@ with :func:`merge_class_stats`: there is one implementation of each formula.
   raw-input forms :func:`within_class_covariance`, :func:`between_class_covariance`.
 * :func:`class_counts`, :func:`class_means`, :func:`global_mean` on raw inputs.
 
-Everything is computed in float64 on the device of the features.
+Everything is computed in float64 on the device of the features. The raw-input functions compute
+the statistics of ``z / s`` (``s`` a power of two, :func:`theory.collapse._geometry.pow2_scale`)
+and multiply back, so no square overflows or underflows on the way; a statistic that is not a
+finite float64 in the units of ``z`` raises ``ValueError`` naming ``z`` (docs/metrics.md#scale).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from theory.collapse._geometry import symmetrised
+from theory.collapse._geometry import pow2_scale, rescaled, symmetrised
 from theory.collapse._inputs import F64, ArrayLike, as_tensor, batch, features, labels_of
 from theory.validation import real
 
@@ -143,9 +146,12 @@ class ClassStats:
     def global_mean(self) -> torch.Tensor:
         """Sample mean ``mu_G = (1/N) sum_i z_i = sum_c n_c mu_c / N`` ``(d,)`` (Papyan et al.).
 
-        The centre of :func:`between_class_covariance_from_stats` and NC1.
+        The centre of :func:`between_class_covariance_from_stats` and NC1. Scale-safe: the sum
+        is formed in units of a power of two of the means (no overflow).
         """
-        return self.sums.sum(dim=0) / self.counts.sum().to(F64)
+        s = pow2_scale(_nan_to_zero(self.means))
+        sums = _nan_to_zero(self.means / s * self.counts.to(F64).unsqueeze(1))
+        return sums.sum(dim=0) / self.counts.sum().to(F64) * s
 
     @property
     def mean_of_class_means(self) -> torch.Tensor:
@@ -191,6 +197,52 @@ def _nan_to_zero(t: torch.Tensor) -> torch.Tensor:
     return torch.where(torch.isnan(t), torch.zeros_like(t), t)
 
 
+def _divided(stats: ClassStats, s: float | torch.Tensor) -> ClassStats:
+    """The statistics of the features divided by ``s`` (means ``/ s``, second moments ``/ s^2``).
+
+    Exact for a power of two ``s`` (unless an entry underflows: it is then negligible).
+    """
+    return ClassStats(
+        stats.counts,
+        stats.means / s,
+        stats.within_ss / s / s,
+        None if stats.scatter is None else stats.scatter / s / s,
+        stats.classes,
+    )
+
+
+def _normalised(stats: ClassStats) -> ClassStats:
+    """``stats`` divided by the power of two of its largest finite class-mean entry.
+
+    For the scale-invariant metrics of statistics (NC1, CDNV): their squares and products of
+    means then neither overflow nor underflow, whatever the units of the features.
+    """
+    return _divided(stats, pow2_scale(_nan_to_zero(stats.means)))
+
+
+def _unscaled(stats: ClassStats, s: float | torch.Tensor, name: str) -> ClassStats:
+    """Statistics of ``z / s`` back in the units of ``z``.
+
+    ``ValueError`` naming ``name`` if a second moment leaves the float64 range there (the means
+    cannot: ``|mu| <= max |z|``).
+    """
+    return ClassStats(
+        stats.counts,
+        stats.means * s,
+        rescaled(stats.within_ss, s, 2, name, "the within-class sum of squares"),
+        None if stats.scatter is None else rescaled(stats.scatter, s, 2, name, "the within-class scatter"),
+        stats.classes,
+    )
+
+
+def _scaled_stats(
+    zt: torch.Tensor, y: torch.Tensor, C: int, classes: torch.Tensor, covariance: bool
+) -> tuple[ClassStats, float]:
+    """``(statistics of zt / s, s)`` with ``s = pow2_scale(zt)`` (the scale-safe kernel)."""
+    s = pow2_scale(zt)
+    return _stats_of(zt / s, y, C, classes, covariance), s
+
+
 def _stats_of(
     zt: torch.Tensor, y: torch.Tensor, C: int, classes: torch.Tensor, covariance: bool
 ) -> ClassStats:
@@ -231,10 +283,13 @@ def class_stats(
         ``z`` ``(N, d)``, ``labels`` ``(N,)`` -> ``means`` ``(C, d)``, ``counts`` ``(C,)``.
 
     Raises:
-        ValueError: bad shapes or dtypes, NaN/inf in ``z``, labels negative or ``>= num_classes``.
+        ValueError: bad shapes or dtypes, NaN/inf in ``z``, labels negative or ``>= num_classes``;
+            a sum of squares beyond the float64 range (``|z|`` near 1e154 or more; naming ``z``:
+            the metrics of raw ``z`` rescale it themselves).
     """
     zt, y, C, classes = batch(z, labels, num_classes)
-    return _stats_of(zt, y, C, classes, bool(covariance))
+    st, s = _scaled_stats(zt, y, C, classes, bool(covariance))
+    return _unscaled(st, s, "z")
 
 
 def merge_class_stats(a: ClassStats, b: ClassStats) -> ClassStats:
@@ -343,9 +398,11 @@ def within_class_covariance_from_stats(stats: ClassStats) -> torch.Tensor:
     return symmetrised(stats.scatter / stats.counts.sum().to(F64))
 
 
-def _between(means: torch.Tensor, centre: torch.Tensor) -> torch.Tensor:
-    c = means - centre
-    return symmetrised(c.T @ c / means.shape[0])
+def _between(means: torch.Tensor, centre: torch.Tensor, name: str) -> torch.Tensor:
+    """``Sigma_B`` about ``centre``, formed in units of a power of two ``s`` and times ``s^2``."""
+    s = pow2_scale(means, centre)
+    c = means / s - centre / s
+    return rescaled(symmetrised(c.T @ c / means.shape[0]), s, 2, name, "Sigma_B")
 
 
 def between_class_covariance_from_stats(stats: ClassStats) -> torch.Tensor:
@@ -367,7 +424,7 @@ def between_class_covariance_from_stats(stats: ClassStats) -> torch.Tensor:
         ValueError: a class is missing (the average over classes is undefined).
     """
     _require_complete(stats, "stats", "Sigma_B", min_classes=1)
-    return _between(stats.means, stats.global_mean)
+    return _between(stats.means, stats.global_mean, "stats")
 
 
 def class_counts(labels: ArrayLike, num_classes: int | None = None) -> torch.Tensor:
@@ -417,7 +474,9 @@ def class_means(z: ArrayLike, labels: ArrayLike, num_classes: int | None = None)
     Raises:
         ValueError: bad shapes or dtypes, NaN/inf in ``z``, labels out of range.
     """
-    mu = class_stats(z, labels, num_classes, covariance=False).means
+    zt, y, C, classes = batch(z, labels, num_classes)
+    st, s = _scaled_stats(zt, y, C, classes, covariance=False)
+    mu = st.means * s  # |mu_c| <= max |z|: no overflow (nor do the sums of z / s)
     if isinstance(z, torch.Tensor):
         out_dtype = z.dtype if z.dtype in (torch.float32, torch.float64) else torch.float32
         return mu.to(out_dtype)
@@ -442,7 +501,9 @@ def global_mean(z: ArrayLike) -> torch.Tensor:
     Shape:
         ``z`` ``(N, d)`` -> ``(d,)``.
     """
-    return features(z, "z").mean(dim=0)
+    zt = features(z, "z")
+    s = pow2_scale(zt)
+    return (zt / s).mean(dim=0) * s
 
 
 def within_class_covariance(z: ArrayLike, labels: ArrayLike, num_classes: int | None = None) -> torch.Tensor:
@@ -461,8 +522,13 @@ def within_class_covariance(z: ArrayLike, labels: ArrayLike, num_classes: int | 
 
     Shape:
         ``z`` ``(N, d)``, ``labels`` ``(N,)`` -> ``(d, d)``.
+
+    Raises:
+        ValueError: as :func:`class_stats`; ``Sigma_W`` beyond the float64 range (naming ``z``).
     """
-    return within_class_covariance_from_stats(class_stats(z, labels, num_classes))
+    zt, y, C, classes = batch(z, labels, num_classes)
+    st, s = _scaled_stats(zt, y, C, classes, covariance=True)
+    return rescaled(within_class_covariance_from_stats(st), s, 2, "z", "Sigma_W")
 
 
 def between_class_covariance(z: ArrayLike, labels: ArrayLike, num_classes: int | None = None) -> torch.Tensor:
@@ -481,7 +547,12 @@ def between_class_covariance(z: ArrayLike, labels: ArrayLike, num_classes: int |
 
     Shape:
         ``z`` ``(N, d)``, ``labels`` ``(N,)`` -> ``(d, d)``.
+
+    Raises:
+        ValueError: as :func:`class_stats`; a missing class; ``Sigma_B`` beyond the float64
+            range (naming ``z``).
     """
-    st = class_stats(z, labels, num_classes, covariance=False)
+    zt, y, C, classes = batch(z, labels, num_classes)
+    st, s = _scaled_stats(zt, y, C, classes, covariance=False)
     _require_complete(st, "labels", "Sigma_B", min_classes=1)
-    return between_class_covariance_from_stats(st)
+    return rescaled(_between(st.means, st.global_mean, "z"), s, 2, "z", "Sigma_B")

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import torch
 
-from theory.collapse._inputs import F64, ArrayLike, batch, check_num_classes
+from theory.collapse._geometry import pow2_scale_tensor, rescaled
+from theory.collapse._inputs import F64, ArrayLike, batch, check_class_memory, check_num_classes
 from theory.collapse.standard import _cdnv, _check_rtol, _nc1_stats
 from theory.collapse.stats import (
     ClassStats,
     _distance_sums,
+    _divided,
     _require_complete,
     _stats_of,
+    _unscaled,
     between_class_covariance_from_stats,
     merge_class_stats,
     within_class_covariance_from_stats,
@@ -55,6 +58,12 @@ class ClassStatsAccumulator:
             acc.update_distances(z, y)
         p5 = acc.within_class_variation()
 
+    Scale: the state holds the statistics of ``z / s`` with ``s`` the power of two of the largest
+    ``|z|`` seen so far (the state is divided exactly when a batch raises it), so no square
+    overflows or underflows; the scale-invariant results (NC1, CDNV) are computed in those units
+    and the others multiplied back, raising ``ValueError`` naming ``z`` when a value is beyond
+    the float64 range (docs/metrics.md#scale).
+
     Device: the state lives on the device of the first batch; later batches are reduced on
     their own device and their statistics moved there. Features are converted to float64
     before any arithmetic. Labels must lie in ``[0, num_classes)``; a class that has received no
@@ -66,6 +75,11 @@ class ClassStatsAccumulator:
         dim: ``d``; default taken from the first batch.
         covariance: keep the ``(d, d)`` within-class scatter matrix (needed by :meth:`nc1` and
             :meth:`within_class_covariance`).
+
+    Raises:
+        ValueError: ``num_classes`` is not an integer ``>= 1``, ``dim`` not ``>= 1``, or the
+            ``O(C d + d^2)`` state cannot be allocated (:func:`theory.validation.check_size`; with
+            ``dim=None`` checked for ``d = 1`` here and for the batch's ``d`` at :meth:`update`).
     """
 
     def __init__(self, num_classes: int, dim: int | None = None, covariance: bool = True) -> None:
@@ -75,7 +89,10 @@ class ClassStatsAccumulator:
         self.num_classes = C
         self.dim = None if dim is None else integer("dim", dim, lo=1)
         self.covariance = bool(covariance)
-        self._stats: ClassStats | None = None
+        # refused now rather than at the first update (d = 1 when not given: a lower bound)
+        check_class_memory(C, self.dim or 1, None, self.covariance)
+        self._stats: ClassStats | None = None  # of z / self._scale
+        self._scale = torch.ones((), dtype=F64)  # a power of two, on the state's device
         self._frozen = False
         self._dist_sum: torch.Tensor | None = None
         self._dist_counts: torch.Tensor | None = None
@@ -88,18 +105,23 @@ class ClassStatsAccumulator:
             raise ValueError(f"z has dimension d = {zt.shape[1]} but the accumulator has d = {self.dim}")
         return zt, y
 
+    def _scaled(self) -> ClassStats:
+        """The accumulated statistics of ``z / s`` (the internal units)."""
+        if self._stats is None:
+            raise RuntimeError("ClassStatsAccumulator: no batch has been added (call update first)")
+        return self._stats
+
     def stats(self) -> ClassStats:
         """The accumulated :class:`ClassStats` (pass 1), for any ``*_from_stats`` function.
 
         Raises:
             RuntimeError: no batch has been added.
+            ValueError: a second moment is beyond the float64 range in the units of ``z``.
         """
-        if self._stats is None:
-            raise RuntimeError("ClassStatsAccumulator: no batch has been added (call update first)")
-        return self._stats
+        return _unscaled(self._scaled(), self._scale, "z")
 
     def _complete(self, what: str, min_classes: int = 2) -> ClassStats:
-        st = self.stats()
+        st = self._scaled()
         _require_complete(st, "labels", what, min_classes)
         return st
 
@@ -126,40 +148,60 @@ class ClassStatsAccumulator:
             )
         zt, y = self._batch(z, labels)
         self.dim = zt.shape[1]
+        s = pow2_scale_tensor(zt)  # on the device: no host read beyond the batch's validation
+        if self._stats is None:
+            self._scale = s
+        else:  # the state in the units of the larger scale (an exact division; by 1 if unchanged)
+            new = torch.maximum(self._scale, s.to(self._scale.device))
+            self._stats = _divided(self._stats, new / self._scale)
+            self._scale = new
         cls = torch.arange(self.num_classes, device=zt.device)
-        b = _stats_of(zt, y, self.num_classes, cls, self.covariance)
+        b = _stats_of(zt / self._scale.to(zt.device), y, self.num_classes, cls, self.covariance)
         self._stats = b if self._stats is None else merge_class_stats(self._stats, b)
         return self
 
     @property
     def counts(self) -> torch.Tensor:
         """Per-class sample counts ``n_c`` ``(C,)`` (int64)."""
-        return self.stats().counts.clone()
+        return self._scaled().counts.clone()
 
     def class_sums(self) -> torch.Tensor:
-        """Per-class sums ``n_c mu_c`` ``(C, d)`` float64 (0 for a class without sample)."""
-        return self.stats().sums
+        """Per-class sums ``n_c mu_c`` ``(C, d)`` float64 (0 for a class without sample).
+
+        Raises:
+            ValueError: a sum beyond the float64 range (naming ``z``).
+        """
+        return rescaled(self._scaled().sums, self._scale, 1, "z", "a class sum")
 
     def class_means(self) -> torch.Tensor:
         """Uncentred class means ``(C, d)`` float64, as :func:`class_means`.
 
         A class without a sample has a row of NaN.
         """
-        return self.stats().means.clone()
+        return self._scaled().means * self._scale
 
     def global_mean(self) -> torch.Tensor:
         """Sample mean ``mu_G = sum_c n_c mu_c / N`` ``(d,)`` float64."""
-        return self.stats().global_mean
+        return self._scaled().global_mean * self._scale
 
     def within_class_covariance(self) -> torch.Tensor:
-        """``Sigma_W = S_W / N`` ``(d, d)`` float64 (as :func:`within_class_covariance`)."""
+        """``Sigma_W = S_W / N`` ``(d, d)`` float64 (as :func:`within_class_covariance`).
+
+        Raises:
+            ValueError: ``Sigma_W`` beyond the float64 range (naming ``z``).
+        """
         if not self.covariance:
             raise RuntimeError("ClassStatsAccumulator(covariance=False) keeps no scatter matrix")
-        return within_class_covariance_from_stats(self.stats())
+        return rescaled(within_class_covariance_from_stats(self._scaled()), self._scale, 2, "z", "Sigma_W")
 
     def between_class_covariance(self) -> torch.Tensor:
-        """``Sigma_B`` ``(d, d)`` float64, centred at the sample mean (as the batch function)."""
-        return between_class_covariance_from_stats(self._complete("Sigma_B", min_classes=1))
+        """``Sigma_B`` ``(d, d)`` float64, centred at the sample mean (as the batch function).
+
+        Raises:
+            ValueError: a missing class, or ``Sigma_B`` beyond the float64 range (naming ``z``).
+        """
+        sb = between_class_covariance_from_stats(self._complete("Sigma_B", min_classes=1))
+        return rescaled(sb, self._scale, 2, "z", "Sigma_B")
 
     def nc1(self, rtol: float | None = None) -> float:
         """NC1 = Tr(Sigma_W Sigma_B^+)/C, exactly as :func:`nc1_from_stats`."""
@@ -170,8 +212,7 @@ class ClassStatsAccumulator:
 
     def nc1_cdnv(self) -> float:
         """CDNV, exactly as :func:`nc1_cdnv_from_stats`."""
-        st = self._complete("nc1_cdnv")
-        return _cdnv(st.means, st.class_variances)
+        return _cdnv(self._complete("nc1_cdnv"))
 
     # -- pass 2 ------------------------------------------------------------------------------
 
@@ -188,9 +229,9 @@ class ClassStatsAccumulator:
         Raises:
             RuntimeError: pass 1 saw no batch.
         """
-        st = self.stats()
+        st = self._scaled()
         zt, y = self._batch(z, labels)
-        zt, y = zt.to(st.device), y.to(st.device)
+        zt, y = zt.to(st.device) / self._scale, y.to(st.device)  # the units of the frozen means
         if self._dist_sum is None or self._dist_counts is None:
             self._frozen = True
             self._dist_sum = torch.zeros(self.num_classes, dtype=F64, device=st.device)
@@ -212,4 +253,5 @@ class ClassStatsAccumulator:
                 f"update_distances saw different per-class counts than update for classes {bad}: "
                 "pass 2 must visit exactly the samples of pass 1"
             )
-        return float((self._dist_sum / st.counts.to(F64)).mean())
+        mean = (self._dist_sum / st.counts.to(F64)).mean()
+        return float(rescaled(mean, self._scale, 1, "z", "within_class_variation"))

@@ -31,6 +31,7 @@ from theory.hcl.sampling import (
     draw_uniforms,
     expected_hinge,
 )
+from theory.validation import check_size
 
 if TYPE_CHECKING:
     from theory.hcl._options import _Options
@@ -109,18 +110,29 @@ def _per_pair(
         x = (M.view(-1).index_select(0, rows) - s_pos) / tau + lse.index_select(0, rows) + shift
         return _reduce(F.softplus(x), red)
     K = opts.num_negatives
+    P, P_all = rows.shape[0], rows.shape[0] if selection is None else selection.num_pairs
+    check_size(
+        "num_negatives",
+        K,
+        K * (8 * P_all + P * (8 + 2 * z3.element_size())),
+        what=f"{P} pairs x {K} draws: float64 uniforms, indices, values and their gradient",
+        device=z3.device,
+    )
     if selection is None:
         fill = _uniforms(K, generator, npos, R, B, z3.device)
     else:
         fill = _selected_uniforms(K, generator, selection, z3.device)
     with torch.no_grad():
-        # The tilted law in float64: B softmax(beta S) over the allowed columns, the weights of the tables.
-        logits = (
-            S.detach()
-            .to(torch.float64, copy=True)
-            .mul_(beta_w if isinstance(beta_w, float) else beta_w[:, None])
-        )
+        # The tilted law in float64: B softmax(beta (S - M)) over the allowed columns (M the row's
+        # largest allowed similarity, so beta (S - M) <= 0 cannot overflow to +inf at any finite
+        # beta), the weights of the tables.
+        logits = S.detach().to(torch.float64, copy=True)
         if blocked is not None:
+            logits.view(-1).index_fill_(0, blocked, float("-inf"))
+        M = logits.amax(dim=1, keepdim=True)
+        logits.sub_(torch.where(torch.isfinite(M), M, torch.zeros_like(M)))
+        logits.mul_(beta_w if isinstance(beta_w, float) else beta_w[:, None])
+        if blocked is not None:  # -inf * 0 = NaN where beta = 0: the excluded columns again
             logits.view(-1).index_fill_(0, blocked, float("-inf"))
         w = torch.softmax(logits, dim=1).mul_(B)
         idx, drawn = _draw_pairs(_alias_from_weights(w), rows, K, fill, S.detach().reshape(-1))

@@ -82,6 +82,25 @@ def _options(
     return opts
 
 
+def _check_beta_range(beta_max: float, dtype: torch.dtype, tau: float, per_anchor: bool = False) -> None:
+    """``ValueError`` naming ``beta`` unless ``beta + 1/tau`` is a finite number of ``dtype``.
+
+    The tilt ``exp(beta S)`` and the expectation estimator's ``exp((beta + 1/tau) (S - M))`` are
+    computed in the dtype of ``z`` (float32 for half inputs); a larger ``beta`` rounds to ``inf``
+    there, and ``0 * inf`` would make the loss NaN (docs/hcl.md#numerical-safeguards). Every
+    smaller ``beta`` is computed correctly, up to the hardest-negative limit.
+    """
+    limit = float(torch.finfo(dtype).max)
+    if beta_max + 1.0 / tau <= limit:  # False for beta + 1/tau = inf as a Python float too
+        return
+    what = "every run's and anchor's beta" if per_anchor else "beta"
+    hint = "" if dtype == torch.float64 else "; pass float64 embeddings for a larger beta"
+    raise ValueError(
+        f"{what} must satisfy beta + 1/tau <= {limit:.6g} (the largest {dtype} number: the tilt "
+        f"exp(beta S) is computed in the dtype of z), got beta = {beta_max!r}, tau = {tau!r}{hint}"
+    )
+
+
 def _scalar_beta(beta: Any) -> float | None:
     """``beta`` as a validated Python float, or ``None`` when it is a tensor with a shape (per run/anchor)."""
     if isinstance(beta, torch.Tensor | np.ndarray):

@@ -46,7 +46,7 @@ import numpy as np
 from scipy.special import logsumexp
 
 from theory.options import HCL_TAU, MARGIN, PSI_FORMS, SETTINGS
-from theory.validation import integer, one_of, real
+from theory.validation import check_size, integer, one_of, real
 
 __all__ = [
     "GramSolution",
@@ -104,6 +104,7 @@ class GramSolution:
 def etf_gram_np(num_classes: int) -> np.ndarray:
     """ETF Gram ``C/(C-1) I - 1/(C-1) 11^T`` as a float64 numpy array ``(C, C)``, ``C = num_classes``."""
     C = integer("num_classes", num_classes, lo=2)
+    check_size("num_classes", C, 3 * 8 * C * C, what=f"({C}, {C}) float64 matrices")
     return (C * np.eye(C) - np.ones((C, C))) / (C - 1)
 
 

@@ -34,7 +34,7 @@ from typing import Any
 import torch
 
 from theory.hcl._estimators import Generators, _per_pair, _Reduction, _reduction, _Selection
-from theory.hcl._options import _Options, _options, _scalar_beta
+from theory.hcl._options import _check_beta_range, _Options, _options, _scalar_beta
 from theory.hcl.pairs import _compact, _pair_list
 from theory.infonce import _anchor_index
 from theory.options import HCL_TAU, MARGIN, NUM_NEGATIVES
@@ -87,7 +87,10 @@ def contrastive_loss(
             ``"unsupervised"``: negatives are drawn from the whole batch (class collisions).
         beta: hardness ``>= 0`` of the tilt ``q_i(n) ∝ exp(beta z_i.z_n)``; 0 gives SCL / UCL. A
             scalar, a ``(B,)`` tensor (one per anchor) for a 2-D ``z``, or an ``(R,)`` (one per
-            run) or ``(R, B)`` tensor for a 3-D ``z``.
+            run) or ``(R, B)`` tensor for a 3-D ``z``. ``beta + 1/tau`` must be a finite number
+            of the compute dtype (``beta`` up to about 3.4e38 for float32 and half embeddings,
+            1.8e308 for float64); any such ``beta`` is computed correctly, up to the
+            hardest-negative limit (docs/hcl.md#numerical-safeguards).
         tau: temperature ``> 0``; psi is applied to ``t / tau``.
         psi: ``"mean"``, ``"sum"`` or ``"triplet"`` (docs/hcl.md#the-psi-family).
         estimator: ``"expectation"`` (exact, deterministic) or ``"sampled"`` (K draws per pair).
@@ -140,8 +143,8 @@ def contrastive_loss(
         -> ``()`` or ``(R,)`` (``(P,)`` with ``reduction="none"``).
 
     Raises:
-        ValueError: an invalid option (named), a shape mismatch, an empty batch, labels out of
-            range, no (anchor, positive) pair, an anchor with a pair but an empty negative set
+        ValueError: an invalid option (named), ``beta`` too large for the compute dtype (named),
+            a shape mismatch, an empty batch, labels out of range, no (anchor, positive) pair, an anchor with a pair but an empty negative set
             (naming the run and the anchor), ``z`` non-finite or too large for its dtype, or
             invalid ``anchors`` (not integers, not 1-D, empty, unsorted, repeated, out of range,
             or given with a 3-D ``z``).
@@ -177,19 +180,25 @@ def _run_ids(x: Any, name: str, R: int, B: int, single: bool, device: torch.devi
     return t
 
 
-def _beta_rows(beta: Any, R: int, B: int, single: bool, z: torch.Tensor, check: bool) -> torch.Tensor:
+def _beta_rows(
+    beta: Any, R: int, B: int, single: bool, z: torch.Tensor, check: bool, tau: float
+) -> torch.Tensor:
     """A tensor ``beta`` as one value per anchor row ``(R B,)`` in ``z``'s dtype and device."""
     b = as_tensor(beta, "beta", device=z.device)
     if b.is_complex() or b.dtype == torch.bool:
         raise ValueError(f"beta must be real, got dtype {b.dtype}")
-    b = b.to(z.dtype)
     shapes = [(B,)] if single else [(R,), (R, B)]
     if tuple(b.shape) not in shapes:
         raise ValueError(
             f"beta must be a scalar or a tensor of shape {' or '.join(map(str, shapes))}, got {tuple(b.shape)}"
         )
-    if check and not bool(torch.isfinite(b).all() & (b >= 0).all()):
-        raise ValueError("beta must be finite and >= 0 for every run and anchor")
+    if check:  # on the given values, before the cast to z's dtype (which could round them to inf)
+        b64 = b.detach().to(torch.float64)
+        ok, top = torch.stack([(torch.isfinite(b64).all() & (b64 >= 0).all()).double(), b64.max()]).tolist()
+        if not ok:
+            raise ValueError("beta must be finite and >= 0 for every run and anchor")
+        _check_beta_range(top, z.dtype, tau, per_anchor=True)
+    b = b.to(z.dtype)
     if not single and b.shape == (R,):
         b = b[:, None].expand(R, B)
     return b.reshape(-1)
@@ -225,7 +234,9 @@ def _loss(
         )
     index = None if anchors is None else _anchor_index(anchors, B, z3.device, check_values=opts.check_inputs)
     beta_f = _scalar_beta(beta)
-    beta_t = None if beta_f is not None else _beta_rows(beta, R, B, single, z3, opts.check_inputs)
+    if beta_f is not None:
+        _check_beta_range(beta_f, z3.dtype, opts.tau)
+    beta_t = None if beta_f is not None else _beta_rows(beta, R, B, single, z3, opts.check_inputs, opts.tau)
     lab = _run_ids(labels, "labels", R, B, single, z3.device)
     grp = (
         None

@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 import torch
 
 from theory.options import HARDENINGS
-from theory.validation import as_tensor, integer, one_of, real
+from theory.validation import as_tensor, check_size, integer, one_of, real
 
 __all__ = [
     "hardening",
@@ -79,7 +79,8 @@ def tilted_log_weights(S: Any, allowed: Any, beta: float | torch.Tensor) -> torc
     """Log of the exponentially tilted negative law, row-wise (docs/hcl.md#the-tilted-law).
 
     ``log q[i, n] = beta S[i, n] - logsumexp_{m allowed} beta S[i, m]`` for allowed ``n``, and
-    ``-inf`` elsewhere. Stable for any ``beta`` (a log-softmax). Rows with no allowed entry return
+    ``-inf`` elsewhere. Stable for any ``beta`` finite in ``S``'s dtype (a log-softmax of
+    ``beta (S - max_allowed S)``, every logit ``<= 0``). Rows with no allowed entry return
     ``-inf`` everywhere (callers must not use them).
 
     Args:
@@ -103,7 +104,7 @@ def tilted_log_weights(S: Any, allowed: Any, beta: float | torch.Tensor) -> torc
             f"beta must be a scalar or an ({S.shape[0]},) tensor, got shape {tuple(beta_t.shape)}"
         )
     if bool((beta_t < 0).any()) or not bool(torch.isfinite(beta_t).all()):
-        raise ValueError(f"beta must be finite and >= 0, got {beta}")
+        raise ValueError(f"beta must be finite and >= 0 (a finite {S.dtype} number), got {beta}")
     return _tilted_log_weights(
         S, allowed, float(beta) if beta_t.dim() == 0 and not isinstance(beta, torch.Tensor) else beta_t
     )
@@ -119,7 +120,11 @@ def _tilted_log_weights(S: torch.Tensor, allowed: torch.Tensor, beta: float | to
         count = allowed.sum(dim=1, keepdim=True).clamp(min=1).to(S.dtype)
         return torch.where(allowed, -torch.log(count), torch.full_like(S, float("-inf")))
     b = beta[:, None] if isinstance(beta, torch.Tensor) and beta.dim() == 1 else beta
-    logits = (S * b).masked_fill_(~allowed, float("-inf"))
+    # beta (S - M) with M the largest allowed similarity of the row (the log-softmax is shift
+    # invariant, so M is detached): every logit is <= 0, so a large beta gives -inf, never +inf - inf
+    M = S.detach().masked_fill(~allowed, float("-inf")).amax(dim=1, keepdim=True)
+    M = torch.where(torch.isfinite(M), M, torch.zeros_like(M))
+    logits = ((S - M) * b).masked_fill_(~allowed, float("-inf"))
     # Rows with no allowed entry get a harmless finite row, then -inf again (no NaN anywhere).
     empty = ~allowed.any(dim=1, keepdim=True)
     logq = torch.log_softmax(logits.masked_fill_(empty, 0.0), dim=1)
@@ -364,8 +369,9 @@ def sample_negatives(
         ``(P, K)`` long indices.
 
     Raises:
-        ValueError: ``num_negatives < 1``, a requested row with no allowed column, or
-            ``uniforms`` of the wrong shape.
+        ValueError: ``num_negatives < 1``, a requested row with no allowed column, ``uniforms`` of
+            the wrong shape, or ``(P, K)`` draws that cannot be allocated (naming
+            ``num_negatives``, with the memory they need).
     """
     K = integer("num_negatives", num_negatives, lo=1)
     logq = as_tensor(logq, "logq")
@@ -374,6 +380,14 @@ def sample_negatives(
         raise ValueError(
             f"logq must be (N, B) and rows (P,), got {tuple(logq.shape)} and {tuple(rows.shape)}"
         )
+    P = rows.shape[0]
+    check_size(
+        "num_negatives",
+        K,
+        24 * P * K,
+        what=f"{P} pairs x {K} draws: int64 indices and float64 uniforms",
+        device=logq.device,
+    )
     with torch.no_grad():
         q = torch.exp(logq.detach().to(torch.float64))
         if rows.numel() and not bool((q.sum(dim=1)[rows] > 0).all()):
@@ -403,7 +417,18 @@ def _given_uniforms(u: torch.Tensor) -> UniformFill:
 def draw_uniforms(
     num_pairs: int, num_negatives: int, generator: torch.Generator | None, device: torch.device
 ) -> torch.Tensor:
-    """``(num_pairs, num_negatives)`` float64 uniforms from ``generator`` (its device), on ``device``."""
+    """``(num_pairs, num_negatives)`` float64 uniforms from ``generator`` (its device), on ``device``.
+
+    Raises:
+        ValueError: the uniforms cannot be allocated (naming ``num_negatives``).
+    """
+    check_size(
+        "num_negatives",
+        num_negatives,
+        8 * num_pairs * num_negatives,
+        what=f"{num_pairs} pairs x {num_negatives} float64 uniforms",
+        device=device,
+    )
     gen_device = generator.device if generator is not None else device
     u = torch.rand(num_pairs, num_negatives, generator=generator, dtype=torch.float64, device=gen_device)
     return u.to(device)

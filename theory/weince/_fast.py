@@ -1,6 +1,6 @@
 """The switch between numpy SIMD kernels and the torch-only code path of the WeiNCE modules.
 
-Use numpy's SIMD kernels (sort, log1p, exp, partition) for CPU tensors. The torch-only branch (used
+Use numpy's SIMD kernels (the row sort, partitions, the float64 tail fits) for CPU tensors. The torch-only branch (used
 on GPU) computes the same quantities; tests switch :data:`_NUMPY_FAST` off to cover it on CPU
 (``monkeypatch.setattr(theory.weince._fast, "_NUMPY_FAST", False)``).
 """

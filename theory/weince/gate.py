@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -96,7 +97,13 @@ def _finish_np(
     """
     A = T.shape[0]
     buf = np.empty(5 * A + 1)
-    lam, lam_rho, lam_aic, rho, dA = (buf[i * A : (i + 1) * A] for i in range(5))
+    lam, lam_rho, lam_aic, rho, dA = (
+        buf[:A],
+        buf[A : 2 * A],
+        buf[2 * A : 3 * A],
+        buf[3 * A : 4 * A],
+        buf[4 * A : 5 * A],
+    )
     np.subtract(1.0, T[:, 0], out=rho)
     np.maximum(rho, gate.eps, out=rho)
     dA[:] = dAIC
@@ -197,7 +204,7 @@ def _gate(neg: torch.Tensor, gate: GateConfig, pool: RhoPool | None = None) -> G
     return _finish_torch(rho, dAIC, n_eff < 2, gate, neg.dtype, k, n_eff, pool)
 
 
-def weince_gate(neg: torch.Tensor, *, gate: GateConfig = DEFAULT_GATE) -> GateStats:
+def weince_gate(neg: Any, *, gate: GateConfig = DEFAULT_GATE) -> GateStats:
     """The per-anchor WeiNCE gate lambda from negative similarities, without gradient.
 
     ``lambda_i = sigmoid(kappa_rho log(rho0/rho_i)) * sigmoid(kappa_aic (dAIC_i - margin))``
@@ -208,7 +215,8 @@ def weince_gate(neg: torch.Tensor, *, gate: GateConfig = DEFAULT_GATE) -> GateSt
     (``docs/weince.md#edge-cases``). Runs on ``neg``'s device.
 
     Args:
-        neg: negative similarities per anchor (order irrelevant), any real floating dtype.
+        neg: negative similarities per anchor (order irrelevant), any real floating dtype: a
+            tensor, a numpy array or a nested sequence (docs/README.md#conventions).
         gate: the gate hyper-parameters.
 
     Returns:
@@ -223,12 +231,11 @@ def weince_gate(neg: torch.Tensor, *, gate: GateConfig = DEFAULT_GATE) -> GateSt
     """
     if not isinstance(gate, GateConfig):
         raise ValueError(f"gate must be a GateConfig, got {type(gate).__name__}")
-    if not isinstance(neg, torch.Tensor) or neg.dim() != 2 or neg.shape[0] < 1 or neg.shape[1] < 1:
-        raise ValueError(
-            f"neg must be a 2-D tensor (A, K) with A, K >= 1, got {getattr(neg, 'shape', neg)!r}"
-        )
+    neg = as_float_tensor(neg, "neg")  # tensors, numpy arrays, sequences (docs/README.md#conventions)
+    if neg.dim() != 2 or neg.shape[0] < 1 or neg.shape[1] < 1:
+        raise ValueError(f"neg must be 2-D (A, K) with A, K >= 1, got shape {tuple(neg.shape)}")
     with torch.no_grad():
-        return _gate(as_float_tensor(neg.detach(), "neg"), gate)
+        return _gate(neg.detach(), gate)
 
 
 # --------------------------------------------------------------------------------------------

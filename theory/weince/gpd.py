@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from theory.validation import integer, real
+from theory.validation import check_size, integer, real
 from theory.weince._inputs import as_float64
 
 __all__ = [
@@ -110,6 +110,24 @@ def gpd_quantile(p: Any, xi: float, sigma: float) -> np.ndarray:
     if abs(xi) < _XI_ZERO:
         return np.asarray(-sigma * np.log1p(-p))
     return np.asarray(sigma / xi * np.expm1(-xi * np.log1p(-p)))
+
+
+def _require_spread(name: str, x: np.ndarray, what: str) -> None:
+    """``ValueError`` naming ``name`` when every value of ``x`` is the same (to working precision).
+
+    A sample without spread has no scale: a maximum-likelihood fit of a continuous law to it is a
+    spurious point-mass limit (``sigma -> 0``), not an estimate, so it is refused.
+    """
+    top = float(np.abs(x).max())
+    if float(x.max() - x.min()) <= 8.0 * np.finfo(np.float64).eps * top:
+        raise ValueError(
+            f"{name} are all equal ({float(x[0])!r}, n = {x.size}): a sample without spread has no "
+            f"{what} scale, the fit would be a point mass (sigma -> 0); pass a sample with spread"
+        )
+
+
+#: Bytes per (grid point, exceedance) of :func:`_profile` (its (G, n) float64 work arrays).
+_PROFILE_BYTES = 6 * 8
 
 
 def _profile(y: np.ndarray, xis: np.ndarray, max_steps: int = 100) -> tuple[np.ndarray, np.ndarray]:
@@ -264,7 +282,9 @@ def fit_gpd(
         :class:`GPDFit`.
 
     Raises:
-        ValueError: fewer than 2 exceedances, negative or non-finite ``y``, bad grid settings.
+        ValueError: fewer than 2 exceedances, negative or non-finite ``y``, all ``y`` equal (no
+            scale to fit), bad grid settings, or grids too large to allocate (naming ``n_grid``
+            or ``n_refine``, with the memory they need).
     """
     y = as_float64("y", y, flatten=True)
     if y.size < 2:
@@ -273,12 +293,20 @@ def fit_gpd(
         raise ValueError("exceedances y must be >= 0")
     if float(y.max()) <= 0:
         raise ValueError("exceedances y must contain a positive value")
+    _require_spread("exceedances y", y, "GPD")
     xi_min = real("xi_min", xi_min)
     xi_max = real("xi_max", xi_max)
     if not xi_min < xi_max:
         raise ValueError(f"xi_min must be < xi_max, got {xi_min} and {xi_max}")
     n_grid = integer("n_grid", n_grid, lo=2)
     n_refine = integer("n_refine", n_refine, lo=2)
+    for name, G in (("n_grid", n_grid), ("n_refine", n_refine)):
+        check_size(
+            name,
+            G,
+            G * (y.size + 1) * _PROFILE_BYTES,
+            what=f"the profile's ({G}, {y.size}) float64 work arrays",
+        )
     refine_steps = real("refine_steps", refine_steps, lo=0.0)
     grid = np.linspace(xi_min, xi_max, n_grid)
     sig, ll = _profile(y, grid)
@@ -455,8 +483,12 @@ def scipy_gpd_fit(y: Any) -> tuple[float, float]:
 
     Returns:
         ``(xi, sigma)``.
+
+    Raises:
+        ValueError: non-finite ``y``, or all ``y`` equal (no scale to fit).
     """
     y = as_float64("y", y, flatten=True)
+    _require_spread("exceedances y", y, "GPD")
     c, _, scale = stats.genpareto.fit(y, floc=0.0)
     return float(c), float(scale)
 
@@ -475,10 +507,12 @@ def gev_fit(maxima: Any) -> tuple[float, float, float]:
         ``(xi, mu, sigma)``.
 
     Raises:
-        ValueError: fewer than 3 maxima or non-finite values.
+        ValueError: fewer than 3 maxima, non-finite values, or all maxima equal (a degenerate
+            sample: no scale to fit).
     """
     x = as_float64("maxima", maxima, flatten=True)
     if x.size < 3:
         raise ValueError(f"need at least 3 maxima, got {x.size}")
+    _require_spread("maxima", x, "GEV")
     c, loc, scale = stats.genextreme.fit(x)
     return float(-c), float(loc), float(scale)

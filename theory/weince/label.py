@@ -8,13 +8,13 @@ its negatives; each positive's candidate row gets the anchor's T_lambda logits w
 
 from __future__ import annotations
 
-from typing import Literal, overload
+from typing import Any, Literal, overload
 
 import torch
 import torch.nn.functional as F
 
 from theory.options import WEINCE_TAU
-from theory.validation import as_float_tensor
+from theory.validation import as_float_tensor, as_tensor
 from theory.weince._inputs import check_rows, reject_meta
 from theory.weince.config import DEFAULT_GATE, GateConfig
 from theory.weince.gate import _label_gate
@@ -26,8 +26,8 @@ __all__ = ["weince_label_loss"]
 
 @overload
 def weince_label_loss(
-    z: torch.Tensor,
-    labels: torch.Tensor,
+    z: Any,
+    labels: Any,
     *,
     tau: float = ...,
     gate: GateConfig = ...,
@@ -39,8 +39,8 @@ def weince_label_loss(
 
 @overload
 def weince_label_loss(
-    z: torch.Tensor,
-    labels: torch.Tensor,
+    z: Any,
+    labels: Any,
     *,
     tau: float = ...,
     gate: GateConfig = ...,
@@ -52,8 +52,8 @@ def weince_label_loss(
 
 @overload
 def weince_label_loss(
-    z: torch.Tensor,
-    labels: torch.Tensor,
+    z: Any,
+    labels: Any,
     *,
     tau: float = ...,
     gate: GateConfig = ...,
@@ -64,8 +64,8 @@ def weince_label_loss(
 
 
 def weince_label_loss(
-    z: torch.Tensor,
-    labels: torch.Tensor,
+    z: Any,
+    labels: Any,
     *,
     tau: float = WEINCE_TAU,
     gate: GateConfig = DEFAULT_GATE,
@@ -91,8 +91,10 @@ def weince_label_loss(
     without negatives or pairs); the statistics stay on the device.
 
     Args:
-        z: ``(B, d)`` embeddings.
-        labels: ``(B,)`` integer labels.
+        z: ``(B, d)`` embeddings: a torch tensor, a numpy array or a nested sequence (the input
+            rule of docs/README.md#conventions; a numpy array is used without a copy and carries
+            no gradient).
+        labels: ``(B,)`` integer labels (tensor, array or sequence), moved to ``z``'s device.
         tau: temperature of the linear branch, ``> 0``.
         gate: the gate hyper-parameters.
         normalize: L2-normalise ``z`` first (cosine similarities; the shortfall needs ``s <= 1``).
@@ -111,11 +113,11 @@ def weince_label_loss(
             negatives), or no (anchor, positive) pair (all labels distinct).
     """
     tau = _settings(tau, gate, "core")
-    if not isinstance(z, torch.Tensor) or z.dim() != 2:
-        raise ValueError(f"z must be a 2-D tensor (B, d), got {getattr(z, 'shape', type(z).__name__)!r}")
-    z = as_float_tensor(z, allow_meta=True)  # a meta z is rejected below when check_inputs
+    z = as_float_tensor(z, "z", allow_meta=True)  # a meta z is rejected below when check_inputs
+    if z.dim() != 2:
+        raise ValueError(f"z must be 2-D (B, d), got shape {tuple(z.shape)}")
     B = z.shape[0]
-    labels = torch.as_tensor(labels, device=z.device)
+    labels = as_tensor(labels, "labels", device=z.device)
     if labels.dim() != 1 or labels.shape[0] != B:
         raise ValueError(f"labels must have shape ({B},), got {tuple(labels.shape)}")
     if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:

@@ -27,7 +27,7 @@ from scipy import optimize, stats
 
 from theory.infonce import two_view_candidates
 from theory.options import WEINCE_TAU
-from theory.validation import integer, real
+from theory.validation import check_size, integer, real
 from theory.weince._inputs import as_float64, as_index_array, as_mask
 from theory.weince.config import DEFAULT_GATE
 from theory.weince.logits import tlambda_logits
@@ -39,6 +39,26 @@ __all__ = [
     "LinkSelection",
     "link_select",
 ]
+
+
+#: Bytes of :func:`link_select` per grid point: the grid, its log-likelihoods, the profile table
+#: (three float64 columns) and the Python ``(tau, loglik)`` pair of each point (about 112 bytes).
+_GRID_POINT_BYTES = 160
+
+
+def _tau_bounds(tau_bounds: Any) -> tuple[float, float]:
+    """``tau_bounds`` as ``(low, high)`` with ``0 < low < high`` finite; errors name ``tau_bounds``."""
+    try:
+        pair = tuple(tau_bounds)
+    except TypeError:
+        pair = ()
+    if len(pair) != 2:
+        raise ValueError(f"tau_bounds must be a pair (low, high) of temperatures, got {tau_bounds!r}")
+    lo_t = real("tau_bounds[0]", pair[0], lo=0.0, lo_open=True)
+    hi_t = real("tau_bounds[1]", pair[1])
+    if not lo_t < hi_t:
+        raise ValueError(f"tau_bounds must be increasing (low < high), got {tau_bounds!r}")
+    return lo_t, hi_t
 
 
 def _cand_list(cand: Any) -> list[np.ndarray]:
@@ -229,8 +249,10 @@ def link_select(
             (e.g. one per frozen batch; widths may differ).
         tau: fixed temperature of the linear branch, or None to fit it.
         eps: clamp of the shortfall branch, in ``(0, 0.5]``.
-        n_grid: grid points over ``[0, 1]`` (``>= 3``).
-        tau_bounds: search interval of ``tau`` when it is fitted.
+        n_grid: grid points over ``[0, 1]`` (``>= 3``; each costs one profile likelihood and
+            about :data:`_GRID_POINT_BYTES` bytes of the profile table).
+        tau_bounds: search interval ``(low, high)`` of ``tau`` when it is fitted, ``0 < low < high``
+            (checked whether or not ``tau`` is fitted).
         xatol: absolute tolerance of the bounded lambda search.
         flat_tol: relative flatness tolerance of the identification rule, ``>= 0``.
 
@@ -238,22 +260,21 @@ def link_select(
         :class:`LinkSelection`.
 
     Raises:
-        ValueError: bad arrays (non-finite, not 2-D, fewer than 2 columns) or settings.
+        ValueError: bad arrays (non-finite, not 2-D, fewer than 2 columns) or settings, each naming
+            its argument (``tau_bounds`` that is not a pair ``0 < low < high``; an ``n_grid``
+            whose profile table cannot be allocated, with the memory it needs).
     """
     eps = real("eps", eps, lo=0.0, lo_open=True, hi=0.5)
     n_grid = integer("n_grid", n_grid, lo=3)
+    check_size("n_grid", n_grid, n_grid * _GRID_POINT_BYTES, what="the grid and its profile table")
     flat_tol = real("flat_tol", flat_tol, lo=0.0)
     xatol = real("xatol", xatol, lo=0.0, lo_open=True)
+    lo_t, hi_t = _tau_bounds(tau_bounds)
     np_arrs = _cand_list(cand)
     arrs = [torch.from_numpy(a) for a in np_arrs]
     n_rows = sum(a.shape[0] for a in arrs)
     if tau is not None:
         tau = real("tau", tau, lo=0.0, lo_open=True)
-    else:
-        lo_t = real("tau_bounds[0]", tau_bounds[0], lo=0.0, lo_open=True)
-        hi_t = real("tau_bounds[1]", tau_bounds[1])
-        if not lo_t < hi_t:
-            raise ValueError(f"tau_bounds must be increasing, got {tau_bounds}")
 
     def best_tau(lam: float) -> tuple[float, float]:
         if tau is not None:

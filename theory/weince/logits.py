@@ -8,8 +8,9 @@ Erol et al., ICML 2026 (arXiv 2606.00262), the T_lambda family; ``docs/weince.md
 link-selection likelihood); :class:`_TLambdaCE` fuses the logits with the cross-entropy of the
 two-view loss, with the closed-form backward
 ``d logit / d s = (1 - lambda)/tau + lambda/(1 - s) * [s <= 1 - eps]`` (lambda held fixed).
-On CPU tensors it uses numpy's SIMD ``log1p`` / ``exp`` (:mod:`theory.weince._fast`); elsewhere
-torch only, with no host synchronisation in the forward or the backward pass.
+Torch operations only, on every device (on the CPU they run on torch's intra-op threads, which
+numpy's single-threaded ``log`` / ``exp`` did not), with no host synchronisation in the forward
+or the backward pass.
 ``tau`` defaults to :data:`theory.options.WEINCE_TAU`.
 """
 
@@ -25,14 +26,13 @@ from torch.autograd.function import once_differentiable
 
 from theory.options import WEINCE_TAU
 from theory.validation import as_float_tensor, real
-from theory.weince._fast import _np_ok
 from theory.weince.config import DEFAULT_GATE
 
 __all__ = ["tlambda_logits"]
 
 
 def tlambda_logits(
-    s: torch.Tensor, lam: torch.Tensor | float, tau: float = WEINCE_TAU, eps: float = DEFAULT_GATE.eps
+    s: Any, lam: torch.Tensor | float, tau: float = WEINCE_TAU, eps: float = DEFAULT_GATE.eps
 ) -> torch.Tensor:
     """Closed-form T_lambda logits, differentiable in ``s`` (``docs/weince.md#the-t-lambda-logits``).
 
@@ -54,16 +54,16 @@ def tlambda_logits(
         ``s`` ``(..., M)``, ``lam`` scalar or broadcastable -> ``(..., M)``.
 
     Raises:
-        ValueError: ``s`` not a tensor, bad ``tau`` or ``eps``.
+        ValueError: ``s`` not convertible to a tensor (the input rule of
+            docs/README.md#conventions: tensors, numpy arrays, sequences), bad ``tau`` or ``eps``.
     """
     tau = real("tau", tau, lo=0.0, lo_open=True)
     eps = real("eps", eps, lo=0.0, lo_open=True, hi=0.5)
-    if not isinstance(s, torch.Tensor):
-        raise ValueError(f"s must be a torch tensor, got {type(s).__name__}")
-    s = as_float_tensor(s, "s")
-    lam = torch.as_tensor(lam, dtype=s.dtype, device=s.device)
-    W = -torch.log1p(-torch.clamp(s, max=1.0 - eps))
-    return (1 - lam) * (s / tau) + lam * W
+    st = as_float_tensor(s, "s")
+    lam = torch.as_tensor(lam, dtype=st.dtype, device=st.device)
+    W = -torch.log1p(-torch.clamp(st, max=1.0 - eps))
+    out: torch.Tensor = (1 - lam) * (st / tau) + lam * W
+    return out
 
 
 @functools.lru_cache(maxsize=16)
@@ -81,11 +81,16 @@ class _TLambdaCE(torch.autograd.Function):
     of a subset of the anchors of a batch of ``total`` anchors; docs/hcl.md#reference-batches-anchors).
 
     Forward: ``u = 1 - min(cand, 1 - eps)``, ``logits = lerp(cand / tau, -log u, lam)``, then
-    ``log_softmax`` and the target 0. Backward, from the saved ``u``:
-    ``grad = (softmax - onehot_0) * ((1 - lam)/tau + lam / u [cand <= 1 - eps]) * g / A``.
-    ``clamped`` says whether some entry exceeds ``1 - eps`` (the CPU fast path knows it from the
-    sorted rows); None (the device path) masks unconditionally. The ``(A, A - 1)`` buffers are
-    reused in place wherever their values are not needed again.
+    ``log_softmax`` and the target 0; when a gradient is wanted ``P - onehot_0`` (``P`` the softmax,
+    ``exp(log_softmax)``) is formed here, in the buffer of the log-probabilities. Backward, from the
+    saved ``u`` and ``P - onehot_0``: ``grad = (P - onehot_0) * D`` with
+    ``D = ((1 - lam)/tau + lam / u [cand <= 1 - eps]) * g / A``, written into the buffer of ``D``.
+    ``clamped`` says
+    whether some entry exceeds ``1 - eps`` (the CPU fast path knows it from the sorted rows); None
+    (the device path) masks unconditionally. The ``(A, A - 1)`` buffers are reused in place
+    wherever their values are not needed again (on the CPU a fresh buffer of that size costs as
+    much as the arithmetic in it): three in the forward pass, one in the backward pass; nothing
+    saved for the backward pass is modified, so ``retain_graph`` works.
     """
 
     @staticmethod
@@ -100,28 +105,23 @@ class _TLambdaCE(torch.autograd.Function):
     ) -> torch.Tensor:
         lam_c = lam[:, None]
         logits = cand / tau  # the very op info_nce uses -> identical bits when lam == 0
-        if _np_ok(cand):  # numpy's SIMD log is faster than torch's on CPU
-            cn = cand.detach().numpy()
-            if clamped is None or clamped:
-                un = np.subtract(1.0, np.minimum(cn, _cap(eps, cand.dtype)))
-            else:  # no entry above 1 - eps: the clamp is the identity (one pass saved)
-                un = np.subtract(1.0, cn)
-            u = torch.from_numpy(un)
-            Wn = np.log(un)
-            W = torch.from_numpy(np.negative(Wn, out=Wn))
-        else:
-            u = torch.clamp(cand, max=1.0 - eps)
-            u = torch.rsub(u, 1.0)
-            W = torch.log(u).neg_()
+        if clamped is None or clamped:
+            u = torch.rsub(torch.clamp(cand, max=_cap(eps, cand.dtype)), 1.0)
+        else:  # no entry above 1 - eps (the CPU fast path knows it): the clamp is the identity
+            u = torch.rsub(cand, 1.0)
+        W = torch.log(u).neg_()
         # (1 - lam) s / tau + lam W in one pass, in place; lerp(q, W, 0) is exactly q
         logits.lerp_(W, lam_c)
-        logp = torch.log_softmax(logits, dim=1)
+        logp = torch.log_softmax(logits, dim=1, out=W)  # W is not needed again: its buffer
         target = torch.zeros(cand.shape[0], dtype=torch.long, device=cand.device)
         if total is None:
             loss = F.nll_loss(logp, target)
         else:
             loss = F.nll_loss(logp, target, reduction="sum") / total
-        ctx.save_for_backward(cand, lam, logp, u)
+        if ctx.needs_input_grad[0]:  # P - onehot_0 = d loss / d logits (times A / g), for the backward pass
+            P = logp.exp_()
+            P[:, 0] -= 1
+        ctx.save_for_backward(cand, lam_c, logp, u)
         ctx.total = cand.shape[0] if total is None else total
         ctx.tau = tau
         ctx.cap = _cap(eps, cand.dtype)
@@ -131,19 +131,11 @@ class _TLambdaCE(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor, None, None, None, None, None]:
-        cand, lam, logp, u = ctx.saved_tensors
+        cand, lam_c, P, u = ctx.saved_tensors  # P: the softmax minus onehot_0 (the forward pass)
         scale = g / ctx.total
-        lam_c = lam[:, None]
         alpha = (1 - lam_c) * (scale / ctx.tau)
         # d loss / d logits = (softmax - onehot_0) * g / A;  d logits / d s = (1 - lam)/tau + lam / u
-        if _np_ok(logp):
-            P = torch.empty_like(logp)
-            np.exp(logp.numpy(), out=P.numpy())
-        else:
-            P = logp.exp()
-        P[:, 0] -= 1
         D = torch.div(lam_c * scale, u).add_(alpha)
         if ctx.clamped is None or ctx.clamped:  # the clamp's branch has zero slope above 1 - eps
             D = torch.where(cand > ctx.cap, alpha, D)
-        P.mul_(D)
-        return P, None, None, None, None, None
+        return D.mul_(P), None, None, None, None, None  # (P - onehot_0) D, in the buffer of D

@@ -48,7 +48,7 @@ from torch import nn
 
 from theory.infonce import _anchor_index, _candidate_rows, _two_view_embeddings, two_view_candidates
 from theory.options import RECIPES, WEINCE_TAU
-from theory.validation import one_of, real
+from theory.validation import as_tensor, one_of, real
 from theory.weince._fast import _np_ok
 from theory.weince._inputs import check_rows, reject_meta
 from theory.weince.config import DEFAULT_GATE, DEFAULT_RELEASED, GateConfig, ReleasedConfig
@@ -185,11 +185,15 @@ def _aux_terms(
 # --------------------------------------------------------------------------------------------
 
 
-def _check_views(z1: torch.Tensor, z2: torch.Tensor) -> None:
-    """Shape rules of the two views (no host synchronisation)."""
+def _views(z1: Any, z2: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """The two views as tensors, with their shape rules; no host synchronisation.
+
+    The input rule of docs/README.md#conventions: tensors, numpy arrays (without a copy) and
+    nested sequences.
+    """
+    z1 = as_tensor(z1, "z1", allow_meta=True)  # a meta view is rejected later when check_inputs
+    z2 = as_tensor(z2, "z2", allow_meta=True)
     for name, z in (("z1", z1), ("z2", z2)):
-        if not isinstance(z, torch.Tensor):
-            raise ValueError(f"{name} must be a torch tensor, got {type(z).__name__}")
         if z.dim() != 2:
             raise ValueError(f"{name} must be 2-D (N, d), got shape {tuple(z.shape)}")
     if z1.shape != z2.shape:
@@ -198,11 +202,12 @@ def _check_views(z1: torch.Tensor, z2: torch.Tensor) -> None:
         )
     if z1.shape[0] < 2:
         raise ValueError(f"WeiNCE needs N >= 2 pairs (2N - 2 >= 2 negatives per anchor), got N={z1.shape[0]}")
+    return z1, z2
 
 
 def _two_view(
-    z1: torch.Tensor,
-    z2: torch.Tensor,
+    z1: Any,
+    z2: Any,
     tau: float,
     gate: GateConfig,
     state: WeibullBetaState | None,
@@ -211,7 +216,7 @@ def _two_view(
     gather: Gather | None = None,
 ) -> tuple[torch.Tensor, WeiNCEDiagnostics]:
     """The two-view loss on validated settings (``state`` given iff the released recipe)."""
-    _check_views(z1, z2)
+    z1, z2 = _views(z1, z2)
     if check_inputs:
         reject_meta(z1=z1, z2=z2)
     if anchors is not None:
@@ -318,8 +323,8 @@ def _settings(tau: float, gate: GateConfig, recipe: str) -> float:
 
 @overload
 def weince_loss(
-    z1: torch.Tensor,
-    z2: torch.Tensor,
+    z1: Any,
+    z2: Any,
     *,
     tau: float = ...,
     gate: GateConfig = ...,
@@ -334,8 +339,8 @@ def weince_loss(
 
 @overload
 def weince_loss(
-    z1: torch.Tensor,
-    z2: torch.Tensor,
+    z1: Any,
+    z2: Any,
     *,
     tau: float = ...,
     gate: GateConfig = ...,
@@ -350,8 +355,8 @@ def weince_loss(
 
 @overload
 def weince_loss(
-    z1: torch.Tensor,
-    z2: torch.Tensor,
+    z1: Any,
+    z2: Any,
     *,
     tau: float = ...,
     gate: GateConfig = ...,
@@ -365,8 +370,8 @@ def weince_loss(
 
 
 def weince_loss(
-    z1: torch.Tensor,
-    z2: torch.Tensor,
+    z1: Any,
+    z2: Any,
     *,
     tau: float = WEINCE_TAU,
     gate: GateConfig = DEFAULT_GATE,
@@ -400,7 +405,9 @@ def weince_loss(
 
     Args:
         z1: ``(N, d)`` first views, ``N >= 2`` (cosine similarities are used, so they need not be
-            normalised). float16/bfloat16 are computed in float32; float64 stays float64.
+            normalised): a torch tensor, a numpy array or a nested sequence (the input rule of
+            docs/README.md#conventions). float16/bfloat16 are computed in float32; float64 stays
+            float64.
         z2: ``(N, d)`` second views, the same shape.
         tau: temperature of the linear branch only, ``> 0``.
         gate: the seven gate hyper-parameters.
@@ -427,7 +434,7 @@ def weince_loss(
         selected anchors', with ``anchors``).
 
     Raises:
-        ValueError: not 2-D tensors, shape mismatch, ``N < 2``, NaN / inf / an overflowing row
+        ValueError: not 2-D (or not convertible to a tensor), shape mismatch, ``N < 2``, NaN / inf / an overflowing row
             norm in ``z1`` or ``z2`` (naming it), bad ``tau``, a ``gate`` that is not a
             :class:`GateConfig`, an unknown recipe, a ``state`` that does not match the recipe,
             invalid ``anchors`` (or ``anchors`` with ``recipe="released"``), ``gather`` without
@@ -512,8 +519,8 @@ class WeiNCELoss(nn.Module):
 
     def forward(
         self,
-        z1: torch.Tensor,
-        z2: torch.Tensor,
+        z1: Any,
+        z2: Any,
         anchors: Any = None,
         gather: Gather | None = None,
     ) -> torch.Tensor:
@@ -534,9 +541,11 @@ class WeiNCELoss(nn.Module):
             ValueError: bad inputs, ``anchors`` with ``recipe="released"``, or ``gather``
                 without ``anchors``.
         """
-        loss, self.last_diagnostics = _two_view(
+        loss, diagnostics = _two_view(
             z1, z2, self.tau, self.gate, self.beta_state, self.check_inputs, anchors, gather
         )
+        # a plain attribute (not a parameter, buffer or module): stored without nn.Module.__setattr__'s checks
+        self.__dict__["last_diagnostics"] = diagnostics
         return loss
 
     def extra_repr(self) -> str:  # noqa: D102

@@ -156,3 +156,10 @@ def ref_nc4(W, b, z, mu):
         ncc = min(range(C), key=lambda c: (dists[c], c))
         agree += clf == ncc
     return agree / len(z)
+
+
+#: Extreme feature scales for the scale-safety tests (docs/metrics.md#scale): powers of two, so
+#: ``z * s`` is exact and every metric of it follows from the loop references of ``z`` (equal for
+#: a scale-invariant metric, times ``s`` or ``s^2`` otherwise); at each one the squares of the
+#: entries over- or underflow float64 (|entry| near 1e-301, 2.6e-169, 3.5e159 and 1e301).
+SCALES = (2.0**-1000, 2.0**-560, 2.0**530, 2.0**1000)

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from tests.theory.collapse.reference import (
+    SCALES,
     _collapsed,
     _noisy_classes,
     ref_class_means,
@@ -98,6 +99,22 @@ def test_nc3_matches_loops(dtype, seed, np_rng):
     st = class_stats(z, y)
     exp = ref_nc3(W64.tolist(), ref_class_means(z, y, C).tolist(), z.mean(axis=0).tolist())
     assert nc3_self_duality(W64, st.means, global_mean=st.global_mean) == pytest.approx(exp, rel=1e-12)
+
+
+@pytest.mark.parametrize("mu_scale", SCALES)
+@pytest.mark.parametrize("w_scale", [SCALES[0], SCALES[-1]])
+def test_nc3_at_any_scale_of_the_means_and_the_weights(mu_scale, w_scale, np_rng):
+    # NC3 (both forms) is invariant under a scale of the means and one of the weights
+    rng = np_rng(310)
+    C, d = 4, 5
+    z, y = _noisy_classes(rng, C, d, 5)
+    mu = ref_class_means(z, y, C)
+    W = rng.standard_normal((C, d))
+    g = mu.mean(axis=0)
+    exp = ref_nc3(W.tolist(), mu.tolist(), g.tolist())
+    assert nc3_self_duality(W * w_scale, mu * mu_scale) == pytest.approx(exp, rel=1e-12)
+    exp_zhu = ref_nc3_zhu(W.tolist(), mu.tolist(), g.tolist())
+    assert nc3_self_duality_zhu(W * w_scale, mu * mu_scale) == pytest.approx(exp_zhu, rel=1e-12)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

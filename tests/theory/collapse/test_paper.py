@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from tests.theory.collapse.reference import (
+    SCALES,
     _noisy_classes,
     ref_class_means,
     ref_ncm,
@@ -123,3 +124,64 @@ def test_ncm_dot_uses_unnormalised_means_and_ties_go_to_lower_index():
     assert ncm_accuracy(tr_z, tr_y, tie, [0]) == 1.0
     assert ncm_accuracy(tr_z, tr_y, tie, [1]) == 0.0
     assert ncm_accuracy(tr_z, tr_y, tie, [1], top_k=2) == 1.0
+
+
+# ------------------------------------------------------------------------------------------------
+# Scale safety (docs/metrics.md#scale)
+# ------------------------------------------------------------------------------------------------
+
+
+def test_paper_conditions_of_a_huge_etf():
+    # the case: cosines of 1e160 * ETF are those of the ETF; norms 1e160 (not inf)
+    etf = simplex_etf(4, 3, dtype=torch.float64)
+    got = paper_conditions(etf * 1e160)
+    assert got["etf_mean"] < 1e-15 and got["etf_max"] < 1e-15
+    assert got["unit_norm"] == pytest.approx(1e160 - 1, rel=1e-15)
+    assert got["zero_sum"] < 1e160 * 1e-15  # 0 up to the round-off of the ETF itself
+
+
+@pytest.mark.parametrize("scale", SCALES)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_paper_metrics_at_any_scale(scale, dtype, np_rng):
+    rng = np_rng(21)
+    C, d = 4, 3
+    z, labels = _noisy_classes(rng, C, d, 9)
+    if dtype == np.float32:  # the float32 range: 2^+-120 keeps every entry a normal float32
+        scale = 2.0 ** (120 if scale > 1 else -120)
+    z = z.astype(dtype).astype(np.float64)  # the exact values the metric sees
+    zs = (z * scale).astype(dtype)
+    mu = ref_class_means(z, labels, C)
+    exp = ref_paper_conditions(mu.tolist())
+    got = paper_conditions(ref_class_means(zs.astype(np.float64), labels, C))
+    for key in ("etf_mean", "etf_max"):
+        assert got[key] == pytest.approx(exp[key], rel=1e-12)
+    norms = [float(np.sqrt(np.sum(m * m))) for m in mu]
+    assert got["unit_norm"] == pytest.approx(sum(abs(n * scale - 1) for n in norms) / C, rel=1e-12)
+    assert got["zero_sum"] == pytest.approx(exp["zero_sum"] * scale, rel=1e-12)
+    wcv = ref_within_class_variation(z.tolist(), labels.tolist(), C)
+    assert within_class_variation(zs, labels) == pytest.approx(wcv * scale, rel=1e-12)
+    np.testing.assert_allclose(
+        class_mean_spectrum(ref_class_means(zs.astype(np.float64), labels, C)),
+        class_mean_spectrum(mu),
+        atol=1e-12,
+    )
+    np.testing.assert_allclose(
+        class_means(zs, labels).astype(np.float64) / scale, mu, rtol=1e-6 if dtype == np.float32 else 1e-13
+    )
+    for sim in ("dot", "euclidean"):
+        assert ncm_accuracy(zs, labels, zs[::2], labels[::2], similarity=sim) == pytest.approx(
+            ref_ncm(z, labels, z[::2], labels[::2], C, sim, 1)
+        )
+
+
+def test_scale_dependent_values_beyond_float64_raise_naming_mu_or_z():
+    mu = np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, -1.0]]) * 1e200
+    with pytest.raises(ValueError, match="^mu: .*overflows float64"):
+        class_mean_spectrum(mu, relative=False)  # sigma ~ 1e400
+    np.testing.assert_allclose(class_mean_spectrum(mu), class_mean_spectrum(mu / 1e200), atol=1e-12)
+    with pytest.raises(ValueError, match="^mu: .*overflows float64"):
+        paper_conditions(np.full((3, 4), 1.5e308))  # ||mu_c|| = 3e308
+    z = np.array([[1.5e308, 1.5e308], [-1.5e308, -1.5e308]])  # distances 2.1e308 to the mean 0
+    with pytest.raises(ValueError, match="^z: within_class_variation overflows float64"):
+        within_class_variation(z, [0, 0])
+    assert within_class_variation(z / 2, [0, 0]) == pytest.approx(0.75e308 * 2**0.5, rel=1e-15)

@@ -98,3 +98,22 @@ def test_undefined_metrics_are_nan_not_errors():
     z = torch.ones(2 * C, 2)  # every class mean coincides
     m = metric_row(z, y, C).values
     assert math.isnan(m["nc1"]) and m["rank_1e-2"] == 0.0 and np.isfinite(m["etf_mean"])
+
+
+@pytest.mark.parametrize("scale", [2.0**-1000, 2.0**530, 2.0**1000])
+def test_the_row_at_any_scale(scale, torch_gen):
+    # every column is scale-invariant except unit_norm, zero_sum, within_class_variation and
+    # mean_norm, which scale by `scale` (unit_norm up to the -1): checked against loops of z
+    C, n, d = 4, 6, 5
+    y = torch.arange(C).repeat_interleave(n)
+    z = torch.randn(C * n, d, generator=torch_gen(7), dtype=torch.float64)
+    base = metric_row(z, y, C, z[:8], y[:8]).values
+    got = metric_row(z * scale, y, C, z[:8] * scale, y[:8]).values
+    zl = z.tolist()
+    mean_norm = sum(math.sqrt(sum(x * x for x in row)) for row in zl) / len(zl)
+    assert got["mean_norm"] == pytest.approx(mean_norm * scale, rel=1e-12)
+    assert got["within_class_variation"] == pytest.approx(base["within_class_variation"] * scale, rel=1e-12)
+    assert got["zero_sum"] == pytest.approx(base["zero_sum"] * scale, rel=1e-12)
+    for k, v in got.items():
+        if k not in ("unit_norm", "zero_sum", "within_class_variation", "mean_norm"):
+            assert v == pytest.approx(base[k], rel=1e-9, abs=1e-12), k

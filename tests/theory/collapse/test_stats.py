@@ -5,7 +5,13 @@ import numpy as np
 import pytest
 import torch
 
-from tests.theory.collapse.reference import _noisy_classes, ref_class_means, ref_class_stats
+from tests.theory.collapse.reference import (
+    SCALES,
+    _noisy_classes,
+    ref_class_means,
+    ref_class_stats,
+    ref_nc1_pinv,
+)
 from theory.collapse import (
     ClassStats,
     between_class_covariance,
@@ -215,3 +221,48 @@ def test_class_stats_post_init_checks_shapes():
         ClassStats(st.counts, st.means, st.within_ss, torch.zeros(3, 3, dtype=torch.float64), st.classes)
     with pytest.raises(ValueError, match="means"):
         ClassStats(st.counts, st.means.float(), st.within_ss, st.scatter, st.classes)
+
+
+# ------------------------------------------------------------------------------------------------
+# Scale safety (docs/metrics.md#scale)
+# ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scale", SCALES)
+def test_statistics_at_any_scale(scale, np_rng):
+    z, labels = _noisy_classes(np_rng(31), 3, 2, 8, unbalanced=True)
+    _, means, _, _ = ref_class_stats(z, labels, 3)  # of the unscaled z
+    zs = z * scale
+    np.testing.assert_allclose(class_means(zs, labels) / scale, means, rtol=1e-13)
+    np.testing.assert_allclose(global_mean(zs).numpy() / scale, z.mean(axis=0), rtol=1e-13)
+    # the scale-invariant metrics of statistics, from statistics that hold no overflowing square
+    st = class_stats(z, labels)
+    big = ClassStats(st.counts, st.means * scale, st.within_ss, st.scatter, st.classes)
+    np.testing.assert_allclose(big.global_mean.numpy() / scale, z.mean(axis=0), rtol=1e-13)
+    if scale > 1:  # the raw second moments overflow: a ValueError naming z, not inf
+        with pytest.raises(ValueError, match="^z: the within-class sum of squares overflows float64"):
+            class_stats(zs, labels)
+        with pytest.raises(ValueError, match="^stats: Sigma_B overflows float64"):
+            between_class_covariance_from_stats(big)
+    else:  # they underflow to their correctly rounded value, 0; the means are exact
+        tiny = class_stats(zs, labels)
+        np.testing.assert_allclose(tiny.means.numpy() / scale, means, rtol=1e-13)
+        assert not tiny.within_ss.any() and not tiny.scatter.any()
+
+
+def test_metrics_of_statistics_are_scale_safe(np_rng):
+    # statistics with means near 1e160 (whose products overflow) and second moments t s^2 times
+    # those of z (t = 2^-1000 keeps them representable): NC1 and CDNV are linear in the second
+    # moments and invariant under the scale s, so they are t times those of z
+    z, labels = _noisy_classes(np_rng(32), 3, 2, 8)
+    st = class_stats(z, labels)
+    s, t = 2.0**530, 2.0**-1000
+    big = ClassStats(st.counts, st.means * s, st.within_ss * t * s * s, st.scatter * t * s * s, st.classes)
+    v1, _, _, _ = ref_nc1_pinv(z, labels, 3)
+    assert nc1_from_stats(big) == pytest.approx(t * v1, rel=1e-9)
+    mu = ref_class_means(z, labels, 3)
+    var = [np.mean([np.sum((z[i] - mu[c]) ** 2) for i in range(len(z)) if labels[i] == c]) for c in range(3)]
+    cdnv = np.mean(
+        [(var[a] + var[b]) / (2 * np.sum((mu[a] - mu[b]) ** 2)) for a, b in ((0, 1), (0, 2), (1, 2))]
+    )
+    assert nc1_cdnv_from_stats(big) == pytest.approx(t * cdnv, rel=1e-12)

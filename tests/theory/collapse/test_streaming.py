@@ -4,7 +4,14 @@ import numpy as np
 import pytest
 import torch
 
-from tests.theory.collapse.reference import _noisy_classes, ref_class_means, ref_class_stats
+from tests.theory.collapse.reference import (
+    SCALES,
+    _noisy_classes,
+    ref_class_means,
+    ref_class_stats,
+    ref_nc1_pinv,
+    ref_within_class_variation,
+)
 from theory.collapse import (
     ClassStatsAccumulator,
     between_class_covariance,
@@ -158,3 +165,38 @@ def test_accumulator_on_cuda_bfloat16(np_rng):
     for name in ("means", "within_ss", "scatter"):
         torch.testing.assert_close(getattr(st, name).cpu(), getattr(full, name), rtol=1e-12, atol=1e-12)
     assert acc.nc1() == pytest.approx(nc1(z.cpu(), labels), rel=1e-10)
+
+
+@pytest.mark.parametrize("scale", SCALES)
+def test_accumulator_at_any_scale_and_when_the_scale_grows(scale, np_rng):
+    # batches in increasing order of their largest |z| (so the state is rescaled on the way),
+    # compared with the loop references of the unscaled data
+    rng = np_rng(240)
+    C, d = 3, 2
+    z, labels = _noisy_classes(rng, C, d, 12, unbalanced=True)
+    order = np.argsort(np.abs(z).max(axis=1))
+    z, labels = z[order], labels[order]
+    zs = z * scale
+    acc = ClassStatsAccumulator(num_classes=C)
+    for idx in np.array_split(np.arange(len(z)), 5):
+        acc.update(zs[idx], labels[idx])
+    counts, means, ss, _ = ref_class_stats(z, labels, C)
+    v1, _, _, _ = ref_nc1_pinv(z, labels, C)
+    assert acc.nc1() == pytest.approx(v1, rel=1e-9)
+    var = ss / counts
+    pairs = [(a, b) for a in range(C) for b in range(a + 1, C)]
+    cdnv = np.mean([(var[a] + var[b]) / (2 * np.sum((means[a] - means[b]) ** 2)) for a, b in pairs])
+    assert acc.nc1_cdnv() == pytest.approx(cdnv, rel=1e-12)
+    np.testing.assert_allclose(acc.class_means().numpy() / scale, means, rtol=1e-13)
+    np.testing.assert_allclose(acc.global_mean().numpy() / scale, z.mean(axis=0), rtol=1e-13)
+    for idx in np.array_split(np.arange(len(z)), 3):
+        acc.update_distances(zs[idx], labels[idx])
+    wcv = ref_within_class_variation(z.tolist(), labels.tolist(), C)
+    assert acc.within_class_variation() == pytest.approx(wcv * scale, rel=1e-12)
+    if scale > 1:  # second moments beyond float64 in the units of z: a ValueError naming z
+        with pytest.raises(ValueError, match="^z: the within-class sum of squares overflows"):
+            acc.stats()
+        with pytest.raises(ValueError, match="^z: Sigma_W overflows"):
+            acc.within_class_covariance()
+    else:
+        np.testing.assert_allclose(acc.stats().means.numpy() / scale, means, rtol=1e-13)

@@ -9,7 +9,7 @@ import pytest
 import torch
 from scipy.stats import binom
 
-from tests.reference import loop_loss
+from tests.reference import loop_loss, psi_ref
 from theory.geometry import normalize
 from theory.hcl import contrastive_loss, sample_negatives, tilted_log_weights, two_view_contrastive_loss
 from theory.hcl.pairs import positive_pairs
@@ -516,3 +516,87 @@ def test_retain_graph(ball_batch):
     loss.backward(retain_graph=True)
     with pytest.raises(RuntimeError, match="backward can run only once"):
         loss.backward()
+
+
+# --------------------------------------------------------------------------------------------
+# Large beta: the hardest-negative limit, or a ValueError naming beta (never a silent NaN)
+# --------------------------------------------------------------------------------------------
+def _hardest_negative_limit(z, labels, *, setting, psi, tau, K, margin):
+    """The beta -> inf value, anchor by anchor: every negative is the hardest allowed one.
+
+    Independent of the estimators: for anchor ``i`` the hardest negative ``n*`` maximises
+    ``S[i, n]`` over the allowed negatives (unique in these batches), and every pair ``(i, j)``
+    takes ``psi`` of ``K`` copies of ``t = S[i, n*] - S[i, j]``.
+    """
+    S = (z @ z.T).tolist()
+    B = len(S)
+    lab = labels.tolist()
+    values = []
+    for i in range(B):
+        negs = [n for n in range(B) if setting == "unsupervised" or lab[n] != lab[i]]
+        hardest = max(S[i][n] for n in negs)
+        assert sum(S[i][n] == hardest for n in negs) == 1, "a tie: the limit law is not a point mass"
+        for j in range(B):
+            if lab[j] == lab[i]:  # self_positive=True: the anchor is one of its positives
+                values.append(psi_ref([hardest - S[i][j]] * K, psi, tau=tau, margin=margin))
+    return sum(values) / len(values)
+
+
+@pytest.mark.parametrize("estimator", ["expectation", "sampled"])
+@pytest.mark.parametrize("psi", ["mean", "sum", "triplet"])
+@pytest.mark.parametrize("setting", ["supervised", "unsupervised"])
+@pytest.mark.parametrize(
+    "dtype,beta", [(torch.float64, 1e300), (torch.float64, 1.7e308), (torch.float32, 3e38)]
+)
+def test_large_beta_gives_the_hardest_negative_limit(estimator, psi, setting, dtype, beta, ball_batch):
+    z, labels = ball_batch(B=12, d=5, C=3, seed=41, dtype=dtype, scale=3.0)
+    z = 3 * z  # similarities up to 9: beta S itself overflows, only beta (S - max S) does not
+    kw = dict(setting=setting, psi=psi, tau=0.5, margin=0.3)
+    ref = _hardest_negative_limit(z.double(), labels, K=8, **kw)
+    for detach in [True, False] if estimator == "expectation" else [True]:
+        zz = z.clone().requires_grad_(True)
+        got = contrastive_loss(
+            zz,
+            labels,
+            beta=beta,
+            estimator=estimator,
+            num_negatives=8,
+            detach_weights=detach,
+            generator=torch.Generator().manual_seed(0),
+            **kw,
+        )
+        got.backward()
+        # float64: 1e-9 relative (F.softplus is linear above 20: log1p(exp(-20)) = 2e-9 absolute)
+        tol = 1e-9 if dtype == torch.float64 else 1e-5
+        assert got.item() == pytest.approx(ref, rel=tol, abs=tol), (detach, got.item(), ref)
+        assert torch.isfinite(zz.grad).all()
+
+
+@pytest.mark.parametrize("estimator", ["expectation", "sampled"])
+@pytest.mark.parametrize(
+    "dtype,beta,tau",
+    [
+        (torch.float32, 1e39, 1.0),  # beyond the largest float32
+        (torch.float32, 3.4028e38, 1e-34),  # beta is a float32, beta + 1/tau is not
+        (torch.float16, 1e39, 1.0),  # half inputs are computed in float32
+        (torch.float64, 1.7976931348623157e308, 1e-300),  # beta + 1/tau = inf in float64
+    ],
+)
+def test_beta_beyond_the_compute_dtype_raises_naming_beta(estimator, dtype, beta, tau, ball_batch):
+    z, labels = ball_batch(B=8, C=3, seed=2, dtype=torch.float64)
+    z = (z * 1e-20 if tau < 1e-20 else z).to(dtype)  # tiny z: the similarities (times 1/tau) fit
+    with pytest.raises(ValueError, match=r"^beta must satisfy beta \+ 1/tau <="):
+        contrastive_loss(z, labels, setting="supervised", beta=beta, tau=tau, estimator=estimator)
+
+
+def test_large_tensor_beta_is_checked_before_the_cast(ball_batch):
+    z, labels = ball_batch(B=8, C=3, seed=5, dtype=torch.float32)
+    beta = torch.full((8,), 2.0, dtype=torch.float64)
+    beta[3] = 1e39  # finite in float64, inf in float32
+    with pytest.raises(ValueError, match="beta must satisfy beta \\+ 1/tau"):
+        contrastive_loss(z, labels, setting="unsupervised", beta=beta)
+    # the same per-anchor beta on float64 embeddings is the hardest-negative limit of anchor 3
+    z64 = z.double()
+    got = contrastive_loss(z64, labels, setting="unsupervised", beta=beta, reduction="none")
+    ref = loop_loss(z64, labels, setting="unsupervised", beta=beta.tolist(), K=256, reduction="none")
+    torch.testing.assert_close(got, ref, rtol=1e-12, atol=1e-12)

@@ -129,3 +129,14 @@ def test_reduction_none_shape(batch):
     out = UCL(reduction="none")(z, labels)
     counts = torch.bincount(labels)
     assert out.shape == (int((counts**2).sum()),)
+
+
+@pytest.mark.parametrize("cls", [HSCL, HUCL])
+def test_beta_beyond_float32_raises_in_forward_and_works_in_float64(cls, ball_batch):
+    z, labels = ball_batch(B=10, C=3, seed=8)
+    m = cls(beta=1e308)  # a valid float; whether it fits depends on the dtype of the batch
+    with pytest.raises(ValueError, match=r"^beta must satisfy beta \+ 1/tau <= 3.40282e\+38"):
+        m(z.float(), labels)
+    got = m(z, labels)  # float64: the hardest-negative limit (unit-ball z: 1e308 S never overflows)
+    ref = loop_loss(z, labels, setting=m.setting, beta=1e308, K=256)
+    assert torch.isfinite(got) and got.item() == pytest.approx(ref.item(), rel=1e-9)

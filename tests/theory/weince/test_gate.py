@@ -116,7 +116,11 @@ def test_gate_on_exact_power_law_tails(beta):
 
 @pytest.mark.parametrize(
     "neg,match",
-    [(torch.zeros(3), "2-D"), (torch.zeros(0, 4), "A, K >= 1"), (np.zeros((3, 4)), "tensor")],
+    [
+        (torch.zeros(3), "2-D"),
+        (torch.zeros(0, 4), "A, K >= 1"),
+        ({"x": 1}, "neg must be a torch tensor, a numpy array or a sequence"),
+    ],
 )
 def test_weince_gate_validation(neg, match):
     with pytest.raises(ValueError, match=match):
@@ -176,3 +180,12 @@ def test_tlambda_logits_half_precision_near_cap(dtype):
         assert abs(g - want64) < 1e-5 * max(1.0, abs(g))
     got.sum().backward()
     assert s.grad.dtype == dtype and torch.isfinite(s.grad.float()).all()
+
+
+def test_weince_gate_takes_numpy_arrays():
+    z1, z2 = make_views(10, 4, seed=45)
+    neg = _negatives(z1, z2)
+    a, b = weince_gate(neg), weince_gate(neg.numpy())
+    assert torch.equal(a.lam, b.lam) and torch.equal(a.dAIC, b.dAIC) and torch.equal(a.rho0, b.rho0)
+    with pytest.raises(ValueError, match=r"neg must be 2-D \(A, K\)"):
+        weince_gate(neg.numpy()[0])

@@ -193,3 +193,30 @@ def test_pot_numbers_are_the_scalar_fields():
     }
     assert got["n_exceed"] == len(r.exceedances) and got["xi"] == r.xi and got["threshold"] == r.threshold
     assert all(isinstance(v, (int, float)) for v in got.values())
+
+
+@pytest.mark.parametrize(
+    "fit,sample,name",
+    [
+        (gev_fit, np.full(20, 0.7), "maxima"),
+        (gev_fit, np.full(5, -3.0), "maxima"),
+        (fit_gpd, np.full(30, 0.3), "exceedances y"),
+        (scipy_gpd_fit, np.full(30, 0.3), "exceedances y"),
+    ],
+)
+def test_constant_samples_are_refused_not_fitted(fit, sample, name):
+    # a sample without spread has no scale: the gev_fit gave (0.85, 1.0, 5e-24)
+    with pytest.raises(ValueError, match=f"^{name} are all equal"):
+        fit(sample)
+    spread = sample.copy()
+    spread[0] += 0.05
+    fit(spread)  # one value apart: a sample with spread is fitted
+
+
+def test_fit_gpd_grids_beyond_memory_raise_naming_the_grid():
+    y = np.random.default_rng(1).exponential(size=50)
+    for name in ("n_grid", "n_refine"):
+        with pytest.raises(
+            ValueError, match=rf"^{name} = 1000000000 needs [0-9,.]+ GiB .* over the memory limit of"
+        ):
+            fit_gpd(y, **{name: 10**9})

@@ -126,9 +126,35 @@ def test_label_variant_collapse_and_half(dtype):
         (torch.randn(4, 3), torch.arange(4), "pair"),
         (torch.randn(4, 3), torch.zeros(3, dtype=torch.long), "labels must have shape"),
         (torch.randn(4, 3), torch.zeros(4), "integers"),
-        (torch.randn(4), torch.zeros(4, dtype=torch.long), "z must be a 2-D"),
+        (torch.randn(4), torch.zeros(4, dtype=torch.long), r"z must be 2-D \(B, d\), got shape \(4,\)"),
+        ({"z": 1}, torch.zeros(4, dtype=torch.long), "z must be a torch tensor, a numpy array or a sequence"),
+        (np.array([["a", "b"]] * 4), np.zeros(4, dtype=int), "z must be a numeric array"),
+        (torch.randn(4, 3), np.zeros(4), "labels must be integers"),
     ],
 )
 def test_label_variant_errors(z, labels, match):
     with pytest.raises(ValueError, match=match):
         weince_label_loss(z, labels)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_label_variant_takes_numpy_arrays_and_sequences(dtype):
+    # the input rule of docs/README.md#conventions: a numpy array (or a nested list) is a tensor;
+    # the value is the loop reference's, as for the tensor (the issue: "must be a 2-D tensor (B,
+    # d), got (12, 5)" for an array)
+    rng = np.random.default_rng(12)
+    labels = np.arange(12) % 3
+    z = (rng.standard_normal((12, 5)) + 2.0 * rng.standard_normal((3, 5))[labels]).astype(dtype)
+    ref, _ = ref_label_loss(
+        torch.from_numpy(z.astype(np.float64)), torch.from_numpy(labels), gate=GateConfig()
+    )
+    tol = 1e-12 if dtype == np.float64 else 1e-5
+    for zz, ll in ((z, labels), (z.tolist(), labels.tolist()), (z, torch.from_numpy(labels))):
+        got = weince_label_loss(zz, ll)  # lists of Python floats: torch's default dtype, float32
+        assert got.dtype == (
+            torch.float64 if dtype == np.float64 and not isinstance(zz, list) else torch.float32
+        )
+        assert abs(got.item() - ref) < (1e-5 if isinstance(zz, list) else tol)
+    assert torch.equal(
+        weince_label_loss(z, labels), weince_label_loss(torch.from_numpy(z), torch.from_numpy(labels))
+    )

@@ -152,3 +152,29 @@ def test_identified_cases():
     assert r3.identified is False
     with pytest.raises(ValueError, match="flat_tol"):
         link_select(mixed, flat_tol=-1.0)
+
+
+@pytest.mark.parametrize("tau", [None, 0.5])
+@pytest.mark.parametrize(
+    "bounds,match",
+    [
+        ((1.0,), "tau_bounds must be a pair"),
+        ((0.1, 1.0, 2.0), "tau_bounds must be a pair"),
+        (1.0, "tau_bounds must be a pair"),
+        ((0.0, 1.0), r"tau_bounds\[0\] must be > 0"),
+        ((2.0, 1.0), "tau_bounds must be increasing"),
+        ((0.1, float("nan")), r"tau_bounds\[1\] must be a finite"),
+    ],
+)
+def test_bad_tau_bounds_raise_naming_them(tau, bounds, match):
+    cand = simulate_tlambda(50, 6, 0.3, 0.5, seed=5)
+    with pytest.raises(ValueError, match=match):
+        link_select(cand, tau=tau, tau_bounds=bounds)
+
+
+def test_a_grid_beyond_memory_raises_naming_n_grid():
+    cand = simulate_tlambda(50, 6, 0.3, 0.5, seed=6)
+    with pytest.raises(
+        ValueError, match=r"^n_grid = 1000000000 needs [0-9,.]+ GiB .* over the memory limit of"
+    ):
+        link_select(cand, n_grid=10**9)

@@ -15,7 +15,7 @@ from tests.theory.weince.reference import (
     sigmoid,
 )
 from theory.infonce import info_nce, two_view_candidates
-from theory.weince import GateConfig, weince_loss
+from theory.weince import GateConfig, WeiNCELoss, tlambda_logits, weince_loss
 
 GRID_CORNERS = [(0.0, 5.0, 0.5), (6.0, 20.0, 2.0), (2.0, 10.0, 1.0)]
 
@@ -243,7 +243,8 @@ BAD_CALLS = [
     (lambda: weince_loss(torch.randn(1, 4), torch.randn(1, 4)), "N >= 2"),
     (lambda: weince_loss(Z1, torch.randn(5, 3)), "same shape"),
     (lambda: weince_loss(Z1[0], Z2[0]), "z1 must be 2-D"),
-    (lambda: weince_loss(Z1.numpy(), Z2), "z1 must be a torch tensor"),
+    (lambda: weince_loss({"z": 1}, Z2), "z1 must be a torch tensor, a numpy array or a sequence"),
+    (lambda: weince_loss(Z1, np.array([["a"] * 3] * 4)), "z2 must be a numeric array"),
     (lambda: weince_loss(Z1, Z2, tau=0.0), "tau must be > 0"),
     (lambda: weince_loss(Z1, Z2, tau=-1.0), "tau must be > 0"),
     (lambda: weince_loss(Z1, Z2, gate={"q": 0.2}), "gate must be a GateConfig"),
@@ -263,3 +264,18 @@ def test_core_recipe_rejects_a_state():
 
     with pytest.raises(ValueError, match="state"):
         weince_loss(Z1, Z2, recipe="core", state=WeibullBetaState())
+
+
+def test_numpy_views_are_tensors():
+    # the input rule of docs/README.md#conventions, as in info_nce: arrays and sequences are
+    # accepted (no gradient), and give the tensor's loss bit for bit (the loop reference is
+    # compared on tensors above)
+    z1, z2 = make_views(8, 5, seed=44)
+    want = weince_loss(z1, z2)
+    assert torch.equal(weince_loss(z1.numpy(), z2.numpy()), want)
+    # nested lists of Python floats become tensors of torch's default dtype (float32)
+    assert torch.equal(weince_loss(z1.tolist(), z2.tolist()), weince_loss(z1.float(), z2.float()))
+    assert torch.equal(WeiNCELoss()(z1.numpy(), z2), want)
+    assert torch.equal(
+        tlambda_logits(z1.numpy() @ z2.numpy().T / 10, 0.3), tlambda_logits((z1 @ z2.T) / 10, 0.3)
+    )
