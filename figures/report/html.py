@@ -40,6 +40,7 @@ code{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:.92em;word-brea
 .v-PASS,.v-REPRODUCED{background:#d8f0d8;color:#145214}
 .v-FAIL,.v-NOT-REPRODUCED{background:#f6d4d4;color:#7a1010}
 .v-PARTLY{background:#fbecc8;color:#6b4a00}.v-NOT-RUN{background:#e6e6e6;color:#444}
+.v-UNDECIDED{background:#dde6f6;color:#1c3a6b}
 .thumbs a{display:inline-block;margin:2px}.thumbs img{width:150px;border:1px solid #ccc}
 .na{color:#777;font-size:.9em}
 figure{margin:1em 0 2em 0}figure img{max-width:100%;border:1px solid #ddd}

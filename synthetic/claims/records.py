@@ -30,6 +30,7 @@ from synthetic.claims.rows import (
     varying,
     with_available,
 )
+from synthetic.claims.undecided import continue_command, split, undecided_record
 from synthetic.store.schema import GRID, RUN_KEY
 from synthetic.store.summary import missing_seeds
 from theory import claims as records
@@ -64,6 +65,9 @@ def judge(table: pd.DataFrame, *, results: str = "results", scale: str = "defaul
     Returns:
         One record per claim and stored grid folder (each scale apart), in
         :data:`CLAIM_GRIDS` order; a NOT RUN record (with the command) for a claim without runs.
+        The judges read decided settings only (every seed settled under its convergence rule,
+        :mod:`synthetic.claims.undecided`); a claim with an undecided setting is UNDECIDED, with
+        the decided settings' verdict in its notes and the command that continues the others.
         A run missing behind its completion record (``table.attrs["missing"]``) does not change
         the rule, which reads the runs present, but the record names it: its setting, seed and
         ``n`` in the notes (:func:`synthetic.claims.rows.missing_note`) and their number in
@@ -83,7 +87,18 @@ def judge(table: pd.DataFrame, *, results: str = "results", scale: str = "defaul
                 continue
             sc = _scale(folder, grid)
             runs = run_summary(rows)
-            verdict, ev, subs, notes = JUDGES[cid](runs, crit)
+            decided, undecided = split(runs)
+            if len(undecided):  # a verdict reads settled runs only
+                budget = int(pd.to_numeric(undecided["final_epoch"], errors="coerce").max())
+                verdict, ev, subs, notes = undecided_record(
+                    JUDGES[cid](decided, crit) if len(decided) else None,
+                    decided,
+                    undecided,
+                    varying(runs),
+                    continue_command(grid, 2 * max(budget, 1), results=results, scale=sc),
+                )
+            else:
+                verdict, ev, subs, notes = JUDGES[cid](runs, crit)
             setting = setting_of(runs, folder, sc)
             mine = [m for m in gone if m.get(GRID) == folder]
             if mine:  # the verdict reads the runs present; the record says which are not
@@ -155,6 +170,7 @@ _OLD_VERDICTS = {
     "REPRODUCED": "reproduced",
     "PARTLY": "partly reproduced",
     "NOT REPRODUCED": "not reproduced",
+    "UNDECIDED": "undecided",
     "NOT RUN": "no data",
 }
 
@@ -166,7 +182,8 @@ def evaluate_claims(table: pd.DataFrame, **kwargs: Any) -> pd.DataFrame:
         One row per record: ``claim``, ``grid`` (the grid folder, "" for NOT RUN),
         ``statement``, ``n_runs``, ``measured`` (evidence, every sub-check with its numbers, and
         the notes, as text), ``verdict`` (``reproduced`` / ``partly reproduced`` /
-        ``not reproduced`` / ``no data``), ``record_verdict`` (the record's own value).
+        ``not reproduced`` / ``undecided`` / ``no data``), ``record_verdict`` (the record's own
+        value).
     """
     rows = []
     for c in judge(table, **kwargs):

@@ -16,11 +16,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from synthetic.store.schema import EPOCH, GRID, RUN_KEY, config_columns
+from synthetic.store.schema import EPOCH, GRID, RUN_KEY, SETTLED, config_columns, is_true
 from synthetic.store.summary import config_text, format_mean_std, missing_seeds
 from theory import claims as records
 
-__all__ = ["SUMMARY_METRICS", "run_summary", "aggregate", "missing_note"]
+__all__ = ["SUMMARY_METRICS", "run_summary", "aggregate", "missing_note", "setting_columns"]
 
 #: Metrics carried by a run summary (final epoch; ``init_<m>`` at epoch 0), when present.
 SUMMARY_METRICS = (
@@ -46,7 +46,10 @@ SUMMARY_METRICS = (
 def run_summary(rows: pd.DataFrame) -> pd.DataFrame:
     """One row per run: config columns, final-epoch metrics, and ``init_<m>`` at epoch 0.
 
-    Runs are told apart by ``(grid, run_key)`` when there is a ``grid`` column.
+    Runs are told apart by ``(grid, run_key)`` when there is a ``grid`` column. Also
+    ``final_epoch``, ``settled`` (the run's convergence rule held at its last row; False for a run
+    without a rule, ``synthetic.engine.convergence``) and the last row's ``change_<metric>``
+    columns where the runs have them.
     """
     if not isinstance(rows, pd.DataFrame) or RUN_KEY not in rows or EPOCH not in rows:
         raise ValueError("rows must be a tidy results table with run_key and epoch columns")
@@ -60,6 +63,13 @@ def run_summary(rows: pd.DataFrame) -> pd.DataFrame:
     for m in metrics:
         out[f"init_{m}"] = first[m]
     out["final_epoch"] = last[EPOCH]
+    # convergence: whether the run's rule held at its last row (False for a run without a rule)
+    if SETTLED in rows.columns:
+        out[SETTLED] = last[SETTLED].map(is_true).astype(bool)
+    else:
+        out[SETTLED] = False
+    for c in [c for c in rows.columns if c.startswith("change_")]:
+        out[c] = pd.to_numeric(last[c], errors="coerce")
     return out.reset_index()
 
 
@@ -80,14 +90,16 @@ def aggregate(runs: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _setting_columns(runs: pd.DataFrame) -> list[str]:
+def setting_columns(runs: pd.DataFrame) -> list[str]:
     """The config columns of a run summary or table, less ``seed``, ``run_key`` and ``grid``."""
     cfg = [c for c in config_columns(runs) if c in runs.columns] if RUN_KEY in runs.columns else []
     if not cfg:
         cfg = [
             c
             for c in runs.columns
-            if not (c in SUMMARY_METRICS or c.startswith("init_") or c == "final_epoch")
+            if not (
+                c in SUMMARY_METRICS or c.startswith(("init_", "change_")) or c in ("final_epoch", SETTLED)
+            )
         ]
     return [c for c in cfg if c not in ("seed", RUN_KEY, GRID)]
 
@@ -95,9 +107,7 @@ def _setting_columns(runs: pd.DataFrame) -> list[str]:
 def varying(runs: pd.DataFrame, exclude: Sequence[str] = ()) -> list[str]:
     """Config columns that vary across ``runs`` (other than ``seed`` and ``exclude``)."""
     return [
-        c
-        for c in _setting_columns(runs)
-        if c not in exclude and runs[c].astype(str).nunique(dropna=False) > 1
+        c for c in setting_columns(runs) if c not in exclude and runs[c].astype(str).nunique(dropna=False) > 1
     ]
 
 
@@ -259,7 +269,7 @@ def missing_note(missing: Sequence[dict[str, Any]], runs: pd.DataFrame) -> str:
     if not missing:
         return ""
     known = [m for m in missing if m.get("config")]
-    cfg = _setting_columns(runs)
+    cfg = setting_columns(runs)
 
     def values(c: str) -> set[str]:
         return {config_text(v) for v in runs[c]} | {config_text(m["config"].get(c)) for m in known}

@@ -54,7 +54,16 @@ _LATER_FIELDS = {
     "init_method": "HSCL",
     "init_beta": 10.0,
     "init_epochs": 0,
+    "settle_window": 0,
+    "settle_etf": 0.005,
+    "settle_wcv": 0.01,
+    "settle_rank": 0,
+    "settle_erank": 0.1,
+    "settle_gap": 1e-3,
 }
+
+#: The tolerance fields of the convergence rule (synthetic.engine.convergence).
+_SETTLE_TOLERANCES = ("settle_etf", "settle_wcv", "settle_rank", "settle_erank", "settle_gap")
 
 
 def _is_int(v: Any) -> bool:
@@ -119,6 +128,21 @@ class RunConfig:
         init_method: method of the source run (``init="nc"``).
         init_beta: beta of the source run (``init="nc"``).
         init_epochs: epochs of the source run (``init="nc"``; >= 1 there).
+        settle_window: W, the shortest trailing window (epochs) of the convergence rule; 0 = no
+            rule (the run trains ``epochs`` epochs). With W > 0 the run stops at the first recorded
+            epoch e at which its scale-free metrics changed by at most their tolerances over the
+            last ``max(W, e // 2)`` epochs, else at ``epochs`` (the budget); W >= ``eval_every``
+            (:mod:`synthetic.engine.convergence`, docs/claims.md#convergence-and-undecided).
+        settle_etf: tolerance on the window's change of ``etf_mean`` (default 0.005, a tenth of
+            the claims' NC threshold 0.05).
+        settle_wcv: tolerance on the change of ``within_class_variation / mean_norm`` (default
+            0.01, a tenth of the NC threshold 0.1).
+        settle_rank: tolerance on the change of ``rank_1e-2`` and ``rank_1e-4`` (default 0: the
+            ranks are constant over the window).
+        settle_erank: tolerance on the change of ``effective_rank`` (default 0.1, a tenth of one
+            dimension).
+        settle_gap: tolerance on the change of ``gap_to_optimum`` (default 1e-3; watched only
+            with ball or sphere normalisation).
 
     A numpy scalar is taken as the Python value it holds (``np.int64(1)`` as ``1``,
     ``np.float32(2)`` as ``2.0``), so the config and its key are those of the Python values.
@@ -159,6 +183,12 @@ class RunConfig:
     init_method: str = "HSCL"
     init_beta: float = 10.0
     init_epochs: int = 0
+    settle_window: int = 0
+    settle_etf: float = 0.005
+    settle_wcv: float = 0.01
+    settle_rank: int = 0
+    settle_erank: float = 0.1
+    settle_gap: float = 1e-3
 
     def __post_init__(self) -> None:
         for f in fields(self):  # a numpy scalar (a grid or a pandas row) is the Python value it holds
@@ -203,6 +233,8 @@ class RunConfig:
         real("separation", 0.0, strict=False)
         real("sigma", 0.0, strict=False)
         real("init_beta", 0.0, strict=False)
+        for name in ("settle_etf", "settle_wcv", "settle_erank", "settle_gap"):
+            real(name, 0.0, strict=False)
         integer("num_negatives", 1)
         integer("epochs", 0)
         integer("eval_every", 1)
@@ -215,6 +247,13 @@ class RunConfig:
         integer("n_test_per_class", 0)
         integer("input_dim", 1)
         integer("seed", 0)
+        integer("settle_window", 0)
+        integer("settle_rank", 0)
+        if 0 < self.settle_window < self.eval_every:
+            raise ValueError(
+                f"settle_window must be 0 (no rule) or >= eval_every = {self.eval_every} (a window "
+                f"holds at least two recorded epochs), got {self.settle_window}"
+            )
         if self.batch_size is None:
             object.__setattr__(self, "batch_size", 0)
         if not _is_int(self.batch_size) or int(self.batch_size or 0) < 0 or self.batch_size == 1:
@@ -304,7 +343,8 @@ class RunConfig:
         """The run whose final state starts this one (``init="nc"``), else None.
 
         The same config (data, encoder, optimiser, seed) trained from a random initialisation
-        with ``method = init_method``, ``beta = init_beta`` for ``init_epochs`` epochs.
+        with ``method = init_method``, ``beta = init_beta`` for ``init_epochs`` epochs (without a
+        convergence rule).
         """
         if self.init != "nc":
             return None
@@ -317,6 +357,7 @@ class RunConfig:
             init_method=_LATER_FIELDS["init_method"],
             init_beta=_LATER_FIELDS["init_beta"],
             init_epochs=_LATER_FIELDS["init_epochs"],
+            settle_window=0,  # a source trains its init_epochs: no convergence rule
         )
 
     @property
@@ -388,7 +429,10 @@ class RunConfig:
         * ``epochs == 0``: ``lr``, ``weight_decay``, ``batch_size`` and ``eval_every`` (no step
           is taken);
         * ``init_method``, ``init_beta``, ``init_epochs``: with ``init="random"``;
-        * the fields added later (``depth``, ``max_steps``, ``init`` and its source fields) are left
+        * the tolerances ``settle_*``: without a convergence rule (``settle_window = 0``), and
+          ``settle_gap`` without normalisation (not watched there);
+        * the fields added later (``depth``, ``max_steps``, ``init`` and its source fields, the
+          convergence rule's ``settle_*``) are left
           out when they hold their default value, so keys of runs stored before they existed do
           not change;
         * floats are canonical: ``-0.0`` is ``0.0``.
@@ -426,6 +470,11 @@ class RunConfig:
         if self.init == "random":
             for k in ("init_method", "init_beta", "init_epochs"):
                 out[k] = None
+        if self.settle_window == 0:
+            for k in _SETTLE_TOLERANCES:
+                out[k] = None
+        elif self.normalization == "none":
+            out["settle_gap"] = None
         for k, default in _LATER_FIELDS.items():
             if out[k] is None or out[k] == default:
                 del out[k]

@@ -60,6 +60,7 @@ import torch
 
 from synthetic.engine.adam import RunAdam, make_adam
 from synthetic.engine.config import RunConfig
+from synthetic.engine.convergence import SETTLE_COLUMNS, SettleRule, settle_row
 from synthetic.engine.data import epoch_batches, make_data, run_generators
 from synthetic.engine.errors import non_finite
 from synthetic.engine.evaluation import TRAINING_COLUMNS, Evaluator
@@ -87,12 +88,15 @@ def metric_columns(config: RunConfig) -> list[str]:
     """The metric columns of a run's table, in order (after ``run_key`` and ``epoch``).
 
     The training columns (:data:`synthetic.engine.evaluation.TRAINING_COLUMNS`), the metric row
-    (:data:`theory.collapse.ROW_COLUMNS`), the spectrum and, with ``record_means``,
-    ``class_means``.
+    (:data:`theory.collapse.ROW_COLUMNS`), the spectrum, with ``record_means`` ``class_means``
+    and, with a convergence rule (``settle_window > 0``),
+    :data:`synthetic.engine.convergence.SETTLE_COLUMNS`.
     """
     cols = [*TRAINING_COLUMNS, *ROW_COLUMNS, *spectrum_columns(config.num_classes, config.embed_dim)]
     if config.record_means:
         cols.append("class_means")
+    if config.settle_window > 0:
+        cols.extend(SETTLE_COLUMNS)
     return cols
 
 
@@ -260,11 +264,22 @@ def _train(
     step_gens = [g["step"] for g in gens]
     run_ids = torch.arange(R, device=device)[None, :, None]
 
+    rule = SettleRule.of(cfg)  # equal within a stack (the settle_* fields are in its stack key)
+    stopped = torch.zeros(R, dtype=torch.bool)  # runs that have settled take no more steps
     records: list[list[dict]] = [[] for _ in range(R)]
-    for r, row in enumerate(ev.rows(0, 0, [math.nan] * R, [0] * R)):
+
+    def record(r: int, row: dict) -> None:
         records[r].append(row)
+        if rule is not None:
+            row.update(settle_row(records[r], rule))
+            stopped[r] = row["settled"]
+
+    for r, row in enumerate(ev.rows(0, 0, [math.nan] * R, [0] * R)):
+        record(r, row)
     drawn = 0
     for epoch in _progress(range(1, epochs + 1), progress, f"{R} run(s)", epochs):
+        if bool(stopped.all()):
+            break
         batches = torch.stack([epoch_batches(N, cfg.batch, g["order"]) for g in gens], dim=1).to(
             device
         )  # (S, R, b)
@@ -272,7 +287,8 @@ def _train(
         drawn += batches.shape[0]
         labels = Y[run_ids, batches]  # (S, R, b)
         skip = _skipped(configs, labels).cpu()
-        dead = skip.all(dim=0)
+        dead = skip.all(dim=0) & ~stopped
+        skip |= stopped[None, :]  # a settled run draws nothing and is not updated
         if bool(dead.any()):
             c = configs[int(torch.nonzero(dead)[0])]
             raise ValueError(
@@ -325,9 +341,14 @@ def _train(
         if epoch in record_at:
             n_skipped = skip.sum(dim=0).tolist()
             n_steps = skip.shape[0]
-            mean_loss = [float(total_cpu[r]) / (n_steps - n_skipped[r]) for r in range(R)]
+            was_stopped = stopped.tolist()
+            mean_loss = [
+                math.nan if was_stopped[r] else float(total_cpu[r]) / (n_steps - n_skipped[r])
+                for r in range(R)
+            ]
             for r, row in enumerate(ev.rows(epoch, drawn, mean_loss, n_skipped)):
-                records[r].append(row)
+                if not was_stopped[r]:
+                    record(r, row)
     return [_assemble(c, rec) for c, rec in zip(configs, records, strict=True)], smodel
 
 

@@ -69,7 +69,15 @@ from synthetic.store.folders import (
     atomic_write_text,
     set_aside,
 )
-from synthetic.store.schema import EPOCH, RUN_KEY, config_columns, expected_epochs
+from synthetic.store.schema import (
+    EPOCH,
+    RUN_KEY,
+    SETTLED,
+    config_columns,
+    expected_epochs,
+    is_true,
+    stopped_at,
+)
 
 __all__ = [
     "RUN_FORMAT",
@@ -180,7 +188,9 @@ def _schedule_of(frame: pd.DataFrame) -> list[int] | None:
         return None
     row = frame.iloc[0]
     try:
-        return expected_epochs({"epochs": int(row["epochs"]), "eval_every": int(row["eval_every"])})
+        return expected_epochs(
+            {"epochs": int(row["epochs"]), "eval_every": int(row["eval_every"])}, stopped_at(frame)
+        )
     except (TypeError, ValueError):
         return None
 
@@ -410,11 +420,16 @@ def _check_unrecorded(data: bytes, key: str) -> str:
         return "no completion record, and no epochs / eval_every columns to check it against"
     try:
         first = body[0]
+        stopped = None
+        if SETTLED in header:  # a run its convergence rule stopped: complete up to that epoch
+            last = max(body, key=lambda r: int(r[ei]))
+            stopped = int(last[ei]) if is_true(last[header.index(SETTLED)]) else None
         want = expected_epochs(
             {
                 "epochs": int(float(first[header.index("epochs")])),
                 "eval_every": int(float(first[header.index("eval_every")])),
-            }
+            },
+            stopped,
         )
     except (ValueError, TypeError):
         return "corrupt: unreadable epochs / eval_every values"

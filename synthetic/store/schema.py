@@ -10,7 +10,9 @@ table read from several grid folders (``synthetic.store.read.load_results``) car
 **Recorded epochs.** A run records epoch 0, every ``eval_every`` epochs and its last epoch
 (:func:`recorded_epochs`, the one rule of both training stacks); :func:`expected_epochs` applies
 it to a config's (or a frame's) ``epochs`` and ``eval_every`` fields, which is how the store tells
-a complete run from an incomplete one. ``class_means`` cells hold JSON (:func:`decode_class_means`).
+a complete run from an incomplete one. A run stopped by its convergence rule
+(``synthetic.engine.convergence``) is complete with the recorded epochs up to the one at which it
+settled: its last row has :data:`SETTLED` true (:func:`stopped_at`). ``class_means`` cells hold JSON (:func:`decode_class_means`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ __all__ = [
     "GRID",
     "recorded_epochs",
     "expected_epochs",
+    "SETTLED",
+    "stopped_at",
     "encode_class_means",
     "decode_class_means",
     "config_columns",
@@ -53,17 +57,57 @@ def recorded_epochs(epochs: int, eval_every: int) -> list[int]:
     return out
 
 
-def expected_epochs(config: Any) -> list[int]:
+#: The column of a run with a convergence rule saying whether the rule held at that row; a run
+#: whose last row has it true stopped there (``synthetic.engine.convergence``).
+SETTLED = "settled"
+
+
+def expected_epochs(config: Any, stopped: int | None = None) -> list[int]:
     """The epochs a complete run of ``config`` records (``synthetic.engine.train.recorded_epochs``).
 
     Args:
         config: a ``RunConfig``, or a mapping with its ``epochs`` and ``eval_every`` fields.
+        stopped: the epoch at which the run's convergence rule stopped it (:func:`stopped_at`),
+            or None: the run records the schedule up to that epoch only.
+
+    Raises:
+        ValueError: ``stopped`` is not one of the schedule's epochs.
     """
     if isinstance(config, Mapping):
         epochs, every = config["epochs"], config["eval_every"]
     else:
         epochs, every = config.epochs, config.eval_every
-    return [int(e) for e in recorded_epochs(int(epochs), int(every))]
+    full = [int(e) for e in recorded_epochs(int(epochs), int(every))]
+    if stopped is None:
+        return full
+    if int(stopped) not in full:
+        raise ValueError(
+            f"stopped must be a recorded epoch of the schedule {full[:3]}..{full[-1]}, got {stopped}"
+        )
+    return [e for e in full if e <= int(stopped)]
+
+
+def is_true(value: Any) -> bool:
+    """A ``settled`` cell read back from a frame or a CSV (``True``/``"True"``/1) as a bool."""
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "1", "1.0")
+    try:
+        return bool(value) and value == value  # NaN is not true
+    except (TypeError, ValueError):
+        return False
+
+
+def stopped_at(frame: pd.DataFrame) -> int | None:
+    """The epoch at which a run frame's convergence rule stopped it, else None.
+
+    The last row's epoch when the frame has a :data:`SETTLED` column that is true there (a run
+    stops at the first epoch its rule holds), None without the column or when it is false (the
+    run trained its whole budget).
+    """
+    if SETTLED not in frame.columns or EPOCH not in frame.columns or len(frame) == 0:
+        return None
+    last = frame.loc[frame[EPOCH].astype(int).idxmax()]
+    return int(last[EPOCH]) if is_true(last[SETTLED]) else None
 
 
 def config_columns(frame: pd.DataFrame) -> list[str]:

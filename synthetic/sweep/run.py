@@ -53,6 +53,7 @@ from synthetic.store.folders import (
 )
 from synthetic.store.locking import SweepLock, describe_holder
 from synthetic.store.runs import adopt_unrecorded, finished_keys, quarantine, scan_store, write_run
+from synthetic.store.schema import stopped_at
 from synthetic.store.summary import format_summary, summarize
 from synthetic.store.tables import load_table, table_is_current, write_table
 from synthetic.sweep.backends import dask_results, local_results
@@ -393,7 +394,7 @@ def _sweep_locked(
                         f"cannot write the failure record of run {k} to {results}: {exc}"
                     ) from None
             else:
-                want = expected_of(config)
+                want = expected_of(config, stopped_at(frame))  # a settled run stops early
                 try:
                     write_run(results, frame, key=k, expected=want)
                 except OSError as exc:

@@ -52,12 +52,19 @@ class Trainer:
             raise ValueError("plan and train_stack must be given together (or neither)")
 
 
-def expected_of(config: Any) -> list[int] | None:
-    """The epochs a complete run of ``config`` records, or None for a config without a schedule."""
+def expected_of(config: Any, stopped: int | None = None) -> list[int] | None:
+    """The epochs a complete run of ``config`` records, or None for a config without a schedule.
+
+    A run its convergence rule stopped at ``stopped`` (a recorded epoch) records the schedule up
+    to that epoch; a ``stopped`` off the schedule is ignored (the frame is then checked against
+    the whole schedule and fails).
+    """
     try:
-        return schema.expected_epochs(config)
+        full = schema.expected_epochs(config)
     except (AttributeError, KeyError, TypeError):
         return None
+    # a "stop" off the schedule is no stop: the frame is then checked against the whole schedule
+    return full if stopped is None or stopped not in full else [e for e in full if e <= stopped]
 
 
 def _check_frame(k: str, f: Any, config: Any) -> None:
@@ -65,7 +72,7 @@ def _check_frame(k: str, f: Any, config: Any) -> None:
         raise RunFailed(f"the runner returned {type(f).__name__}, not a DataFrame", key=k)
     if schema.RUN_KEY not in f.columns or set(f[schema.RUN_KEY].astype(str)) != {k}:
         raise RunFailed(f"the runner's frame must carry run_key == {k}", key=k)
-    want = expected_of(config)
+    want = expected_of(config, schema.stopped_at(f) if schema.EPOCH in f.columns else None)
     if want is not None and schema.EPOCH in f.columns and sorted(int(e) for e in f[schema.EPOCH]) != want:
         raise RunFailed(
             f"the runner returned {len(f)} rows, not the {len(want)} recorded epochs of its config", key=k

@@ -19,7 +19,7 @@ class CatalogueEntry:
     id: str
     statement: str
     paper: str  #: "hcl" (arXiv 2311.05139) or "weince" (arXiv 2606.00262)
-    kind: str  #: "check" (PASS/FAIL) or "claim" (REPRODUCED/PARTLY/NOT REPRODUCED/NOT RUN)
+    kind: str  #: "check" (PASS/FAIL) or "claim" (REPRODUCED/PARTLY/NOT REPRODUCED/UNDECIDED/NOT RUN)
     package: str  #: the package that judges it: "theory", "synthetic" or "realdata"
 
 

@@ -7,7 +7,7 @@ judges and the report of ``python -m figures`` -- is a :class:`Claim`:
 
 * ``id`` and ``statement``: from :data:`theory.claims.catalogue.CATALOGUE`, the single list of
   claim ids (T1-T8 and W-law are *checks* with PASS / FAIL; S1-S4, R1-R5 and W1-W5 are
-  *experimental claims* with REPRODUCED / PARTLY / NOT REPRODUCED / NOT RUN);
+  *experimental claims* with REPRODUCED / PARTLY / NOT REPRODUCED / UNDECIDED / NOT RUN);
 * ``verdict``: a :class:`Verdict`;
 * ``evidence``: numbers with their spread (:class:`Evidence`: seed standard deviation,
   confidence interval, tolerance);
@@ -46,8 +46,11 @@ class Verdict(str, Enum):
     """Outcome of a claim or a sub-check.
 
     ``PASS`` / ``FAIL`` for checks (a numerical law either holds within its tolerance or not);
-    ``REPRODUCED`` / ``PARTLY`` / ``NOT_REPRODUCED`` for experimental claims; ``NOT_RUN`` when no
-    result exists yet (the record then carries the command that produces one).
+    ``REPRODUCED`` / ``PARTLY`` / ``NOT_REPRODUCED`` for experimental claims; ``UNDECIDED`` for an
+    experimental claim (or one of its settings) whose runs have not settled within their budget (a
+    snapshot decides nothing; the record says how far the runs got and carries the command that
+    continues them); ``NOT_RUN`` when no result exists yet (the record then carries the command
+    that produces one).
     """
 
     PASS = "PASS"
@@ -55,6 +58,7 @@ class Verdict(str, Enum):
     REPRODUCED = "REPRODUCED"
     PARTLY = "PARTLY"
     NOT_REPRODUCED = "NOT REPRODUCED"
+    UNDECIDED = "UNDECIDED"
     NOT_RUN = "NOT RUN"
 
     def __str__(self) -> str:  # "NOT REPRODUCED", not "Verdict.NOT_REPRODUCED"
@@ -303,7 +307,13 @@ class SubCheck:
 _CHECK_VERDICTS = (Verdict.PASS, Verdict.FAIL, Verdict.NOT_RUN)
 
 
-_CLAIM_VERDICTS = (Verdict.REPRODUCED, Verdict.PARTLY, Verdict.NOT_REPRODUCED, Verdict.NOT_RUN)
+_CLAIM_VERDICTS = (
+    Verdict.REPRODUCED,
+    Verdict.PARTLY,
+    Verdict.NOT_REPRODUCED,
+    Verdict.UNDECIDED,
+    Verdict.NOT_RUN,
+)
 
 
 @dataclass(frozen=True)
@@ -312,8 +322,8 @@ class Claim:
 
     Args:
         id: a :data:`CATALOGUE` id.
-        verdict: PASS / FAIL / NOT RUN for checks; REPRODUCED / PARTLY / NOT REPRODUCED / NOT RUN
-            for experimental claims.
+        verdict: PASS / FAIL / NOT RUN for checks; REPRODUCED / PARTLY / NOT REPRODUCED /
+            UNDECIDED / NOT RUN for experimental claims.
         evidence: headline numbers with spread.
         subchecks: the individual checks or per-setting judgements.
         setting: where it was tested (field -> value, e.g. ``{"data": "synthetic", "C": "10"}``).

@@ -37,9 +37,18 @@ OFF = dict(etf_mean=0.3, within_class_variation=0.4)
 
 
 def _runs(
-    grid: str, setting: dict, final: dict, init: dict | None = None, seeds: int = 3, jitter: float = 1e-3
+    grid: str,
+    setting: dict,
+    final: dict,
+    init: dict | None = None,
+    seeds: int = 3,
+    jitter: float = 1e-3,
+    settled: bool = True,
 ):
-    """Rows of `seeds` runs: epoch 0 (`init`) and epoch 10 (`final`), metrics jittered per seed."""
+    """Rows of `seeds` runs: epoch 0 (`init`) and epoch 10 (`final`), metrics jittered per seed.
+
+    ``settled``: whether the runs' convergence rule held at epoch 10 (a verdict reads settled runs).
+    """
     C = setting.get("num_classes", BASE["num_classes"])
     start = {"etf_mean": 0.3, "within_class_variation": 0.9, "rank_1e-2": C - 2.0, "rank_1e-4": C - 1.0}
     start.update(init or {})
@@ -54,7 +63,8 @@ def _runs(
                 k: (v + jitter * s if k in ("etf_mean", "within_class_variation") else v)
                 for k, v in m.items()
             }
-            out.append({"grid": grid, **{c: cfg[c] for c in CONFIG}, "run_key": key, "epoch": epoch, **vals})
+            row = {"grid": grid, **{c: cfg[c] for c in CONFIG}, "run_key": key, "epoch": epoch, **vals}
+            out.append({**row, "settled": settled and epoch == 10})
     return out
 
 
@@ -347,3 +357,45 @@ def test_a_claim_names_the_seeds_missing_behind_their_records():
     gone = table.iloc[:0].copy()
     gone.attrs["missing"] = table.attrs["missing"]
     assert "missing behind its completion record" in _verdict(gone, "S1").notes
+
+
+# ----------------------------------------------------------------------------- UNDECIDED
+
+
+def test_a_setting_with_an_unsettled_run_makes_the_claim_undecided():
+    g = "s1_scl_hscl_nc"
+    scl = _runs(g, dict(encoder="free"), NC)
+    hscl = _runs(g, dict(encoder="free", method="HSCL", beta=10.0), NC)
+    assert _verdict(_table(scl, hscl), "S1").verdict is Verdict.REPRODUCED
+    hscl_open = [dict(r) for r in hscl]
+    for r in hscl_open:  # seed 2 of HSCL did not settle within its budget
+        if r["seed"] == 2 and r["epoch"] == 10:
+            r["settled"] = False
+            r["change_etf_mean"] = 0.02
+    rec = _verdict(_table(scl, hscl_open), "S1")
+    assert rec.verdict is Verdict.UNDECIDED
+    assert "On the 1 decided setting(s) alone the rule gives REPRODUCED" in rec.notes
+    assert "python -m synthetic sweep s1_scl_hscl_nc --epochs 20" in rec.notes
+    und = [s for s in rec.subchecks if s.verdict is Verdict.UNDECIDED]
+    assert len(und) == 1 and "method=HSCL" in und[0].what and "1 of 3 runs" in und[0].what
+    labels = {e.label: e for e in und[0].evidence}
+    assert labels["seeds settled"].value == 2 and labels["seeds settled"].n == 3
+    assert labels["largest last-window change of etf_mean"].value == 0.02
+    # the decided setting's numbers are judged from settled runs only; the open one has none
+    nc = [s for s in rec.subchecks if s.what.endswith("at NC") and s.verdict is not Verdict.UNDECIDED]
+    assert [s.what for s in nc] == ["[method=SCL, beta=0] SCL beta=0: at NC"] or len(nc) == 1
+    assert {e.label: e.value for e in rec.evidence}["settings decided (every seed settled)"] == 1
+
+
+def test_runs_without_a_rule_decide_nothing():
+    g = "s1_scl_hscl_nc"
+    table = _table(_runs(g, dict(encoder="free"), NC, settled=False)).drop(columns="settled")
+    rec = _verdict(table, "S1")
+    assert rec.verdict is Verdict.UNDECIDED
+    assert "No setting is decided" in rec.notes
+    assert all(s.verdict is Verdict.UNDECIDED for s in rec.subchecks)
+    assert "no convergence rule declared" in rec.subchecks[0].note
+    # the record serialises with the new verdict
+    assert from_json(to_json([rec]))[0] == rec
+    frame = records.evaluate_claims(table)
+    assert set(frame.loc[frame["claim"] == "S1", "verdict"]) == {"undecided"}
