@@ -67,15 +67,21 @@ _THEORY_FIGURES = {
 
 
 def _worst_evidence(rec: claims.Claim) -> claims.Claim:
+    """The record with its worst sub-check's number as evidence (when it carries none).
+
+    The label names the sub-check and the quantity (``"worst of 10 sub-checks, <what>: |err| ..."``);
+    the number and its tolerance stay in the quantity's own units.
+    """
     w = rec.worst()
     if rec.evidence or w is None or not w.evidence:
         return rec
     e = w.evidence[0]
+    label = f"worst of {len(rec.subchecks)} sub-checks, {w.what}: {e.label}"
     return dataclasses.replace(
         rec,
         evidence=(
             claims.Evidence(
-                f"worst sub-check ({e.label})", e.value, e.spread, e.spread_kind, n=w.instances or None
+                label, e.value, e.spread, e.spread_kind, n=w.instances or None, level=e.level, unit=e.unit
             ),
         ),
     )

@@ -152,8 +152,12 @@ def _evidence(rec: Any) -> list[str]:
     return [e.text() for e in rec.evidence]
 
 
+def _setting_text(setting: dict[str, str]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in setting.items())
+
+
 def _setting(rec: Any) -> str:
-    return ", ".join(f"{k}={v}" for k, v in rec.setting.items())
+    return _setting_text(rec.setting)
 
 
 def _md(text: str) -> str:

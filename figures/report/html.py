@@ -20,8 +20,10 @@ from figures.report.assemble import (
     _fig_status,
     _rendered,
     _setting,
+    _setting_text,
     _style_text,
 )
+from figures.report.summary import deciding_numbers, own_setting, setting_groups, summarize
 
 __all__ = ["render_html"]
 
@@ -36,11 +38,16 @@ table{border-collapse:collapse;width:100%;font-size:.88em}
 th,td{border:1px solid #d0d0d0;padding:.35em .5em;vertical-align:top;text-align:left}
 th{background:#f2f2f2}tr:nth-child(even) td{background:#fafafa}
 code{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:.92em;word-break:break-word}
-.v{font-weight:600;white-space:nowrap;padding:.1em .4em;border-radius:3px}
+.v{font-weight:600;white-space:nowrap;padding:.1em .4em;border-radius:3px;background:#dde6f6;color:#1c3360}
+.v-UNDECIDED{background:#e4dcf3;color:#3d2470}
 .v-PASS,.v-REPRODUCED{background:#d8f0d8;color:#145214}
 .v-FAIL,.v-NOT-REPRODUCED{background:#f6d4d4;color:#7a1010}
 .v-PARTLY{background:#fbecc8;color:#6b4a00}.v-NOT-RUN{background:#e6e6e6;color:#444}
 .v-UNDECIDED{background:#dde6f6;color:#1c3a6b}
+tr.group th{background:#e8eef7;font-weight:normal;border-top:2px solid #9ab}
+.shared{font-size:.92em;margin-top:.2em}
+ul.summary{margin:.2em 0 .8em 0;padding-left:1.4em}ul.summary li{margin:.15em 0}
+h3.outcome{margin:.8em 0 .2em 0;font-size:1.05em}.nums{color:#1f4e82}
 .thumbs a{display:inline-block;margin:2px}.thumbs img{width:150px;border:1px solid #ccc}
 .na{color:#777;font-size:.9em}
 figure{margin:1em 0 2em 0}figure img{max-width:100%;border:1px solid #ddd}
@@ -104,6 +111,35 @@ def _evidence_html(rec: Any) -> str:
     return "".join(parts) or "—"
 
 
+def _summary_html(rows: list[ClaimRow]) -> list[str]:
+    """The summary: one line per claim, grouped by outcome, with the deciding numbers."""
+    groups = summarize(rows)
+    counts = " · ".join(f"{_e(g.title)}: {len(g.rows)}" for g in groups)
+    h = ['<h2 id="summary">Summary</h2>', f"<p>{len(rows)} claims — {counts}.</p>"]
+    for g in groups:
+        h.append(f'<h3 class="outcome">{_e(g.title)} ({len(g.rows)})</h3><ul class="summary">')
+        for r in g.rows:
+            rec = r.record
+            line = (
+                f'<li><a href="#claim-{_e(r.id)}"><strong>{_e(r.id)}</strong></a> '
+                f"{_verdict_badge(rec.verdict)} {_e(rec.statement)}"
+            )
+            nums = deciding_numbers(rec)
+            if nums:
+                line += ': <span class="nums">' + "; ".join(_e(n) for n in nums) + "</span>"
+            elif rec.verdict.value == "NOT RUN":
+                line += f" — produce with <code>{_e(rec.command) or '—'}</code>"
+                if rec.evidence:
+                    line += ' <span class="na">(smaller-scale evidence in the claims table)</span>'
+            line += "".join(
+                f"; also {_verdict_badge(o.verdict)} <span class='na'>{_e(_setting(o))}</span>"
+                for o in r.others
+            )
+            h.append(line + "</li>")
+        h.append("</ul>")
+    return h
+
+
 def render_html(rows: list[ClaimRow], ctx: Any, env: dict[str, str]) -> str:
     """The self-contained HTML report."""
     thumbs = {f.id: _data_uri(f.files["png"], _THUMB_WIDTH) for f in ctx.rendered if f.status == "rendered"}
@@ -124,34 +160,50 @@ def render_html(rows: list[ClaimRow], ctx: Any, env: dict[str, str]) -> str:
             + ", ".join(f"<code>{_e(s.name)}</code> ({_e(s.detail)})" for s in failed)
             + "</div>"
         )
+    h += _summary_html(rows)
     h += [
         '<h2 id="claims">Claims</h2>',
         '<table id="claims-table"><thead><tr><th>id</th><th>statement</th>'
-        "<th>verdict</th><th>evidence</th><th>figures</th><th>command</th><th>setting</th></tr></thead><tbody>",
+        "<th>verdict</th><th>evidence</th><th>figures</th><th>command</th><th>setting</th></tr></thead>",
     ]
-    for r in rows:
-        rec = r.record
-        figs = []
-        for f in r.figures:
-            fid = _fig_id(f)
-            if _rendered(f):
-                figs.append(
-                    f'<a href="#fig-{_e(fid)}" title="{_e(f.title)}"><img alt="{_e(fid)}" '
-                    f'src="{thumbs[fid]}"></a>'
-                )
-            else:
-                figs.append(f'<div class="na">{_e(fid)} ({_e(_fig_status(f))})</div>')
-        others = "".join(
-            f"<div>also: {_verdict_badge(o.verdict)} <span class='na'>{_e(_setting(o))}</span></div>"
-            for o in r.others
-        )
-        h.append(
-            f'<tr id="claim-{_e(r.id)}"><td><strong>{_e(r.id)}</strong></td><td>{_e(rec.statement)}</td>'
-            f"<td>{_verdict_badge(rec.verdict)}{others}</td><td>{_evidence_html(rec)}</td>"
-            f'<td class="thumbs">{"".join(figs) or "—"}</td><td><code>{_e(rec.command) or "—"}</code></td>'
-            f"<td>{_e(_setting(rec)) or '—'}</td></tr>"
-        )
-    h.append("</tbody></table>")
+    for g in setting_groups(rows):
+        commands = {r.record.command for r in g.rows}
+        shared_cmd = len(g.rows) > 1 and len(commands) == 1 and next(iter(commands))
+        head = f"<strong>{_e(g.ids)}</strong>"
+        if g.shared:
+            head += f'<div class="shared"><em>setting of every claim below:</em> {_e(_setting_text(g.shared))}</div>'
+        if shared_cmd:
+            head += f'<div class="shared"><em>command of every claim below:</em> <code>{_e(shared_cmd)}</code></div>'
+        h.append(f'<tbody><tr class="group"><th colspan="7">{head}</th></tr>')
+        for r in g.rows:
+            rec = r.record
+            figs = []
+            for f in r.figures:
+                fid = _fig_id(f)
+                if _rendered(f):
+                    figs.append(
+                        f'<a href="#fig-{_e(fid)}" title="{_e(f.title)}"><img alt="{_e(fid)}" '
+                        f'src="{thumbs[fid]}"></a>'
+                    )
+                else:
+                    figs.append(f'<div class="na">{_e(fid)} ({_e(_fig_status(f))})</div>')
+            others = "".join(
+                f"<div>also: {_verdict_badge(o.verdict)} <span class='na'>{_e(_setting(o))}</span></div>"
+                for o in r.others
+            )
+            cmd = (
+                '<span class="na">as above</span>' if shared_cmd else f"<code>{_e(rec.command) or '—'}</code>"
+            )
+            own = _setting_text(own_setting(rec, g.shared))
+            setting = _e(own) or ('<span class="na">as above</span>' if g.shared else "—")
+            h.append(
+                f'<tr id="claim-{_e(r.id)}"><td><strong>{_e(r.id)}</strong></td><td>{_e(rec.statement)}</td>'
+                f"<td>{_verdict_badge(rec.verdict)}{others}</td><td>{_evidence_html(rec)}</td>"
+                f'<td class="thumbs">{"".join(figs) or "—"}</td><td>{cmd}</td>'
+                f"<td>{setting}</td></tr>"
+            )
+        h.append("</tbody>")
+    h.append("</table>")
     h.append('<h2 id="gallery">Figures</h2>')
     for f in ctx.rendered:
         if f.status != "rendered":

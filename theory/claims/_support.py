@@ -32,9 +32,21 @@ def _add(
     value: float,
     tol: float,
     note: str = "",
+    label: str = "",
 ) -> None:
-    """Append one tolerance sub-check of ``claim`` (``kind`` ``"gap"`` or ``"error"``)."""
-    out.append((claim, SubCheck.tolerance(what, value, tol, kind=kind, instances=int(instances), note=note)))
+    """Append one tolerance sub-check of ``claim`` (``kind`` ``"gap"`` or ``"error"``).
+
+    ``value`` and ``tol`` are in the units of the quantity compared (``label`` names it); a test
+    against a tolerance that varies per instance passes the instance nearest its own tolerance
+    (:func:`_rounding_worst`, :func:`_mc_worst`), so the verdict and the severity are those of the
+    ratio while the evidence shows the error and the tolerance themselves.
+    """
+    out.append(
+        (
+            claim,
+            SubCheck.tolerance(what, value, tol, kind=kind, instances=int(instances), note=note, label=label),
+        )
+    )
 
 
 def _nc_batch(
@@ -61,13 +73,40 @@ def _loss(z: torch.Tensor, labels: torch.Tensor, **kw: Any) -> float:
     return float(contrastive_loss(z, labels, **kw))
 
 
-def _rounding_err(pairs: Iterable[tuple[float, str]]) -> float:
-    """Max |x - v| / (half a unit in the last printed digit of v), over (x, "v") pairs."""
-    worst = 0.0
+def _rounding_worst(pairs: Iterable[tuple[float, str]]) -> tuple[float, float, str]:
+    """The (x, "v") pair nearest its rounding tolerance: ``(|x - v|, half a unit in v's last digit, v)``.
+
+    Nearest means the largest ``|x - v| / half-unit``; ``|x - v| <= half-unit`` holds for every
+    pair iff it holds for this one.
+    """
+    best: tuple[float, float, str] | None = None
     for x, v in pairs:
         dec = len(v.split(".")[1]) if "." in v else 0
-        worst = max(worst, abs(x - float(v)) / (0.5 * 10.0**-dec))
-    return worst
+        err, half = abs(x - float(v)), 0.5 * 10.0**-dec
+        if best is None or err / half > best[0] / best[1]:
+            best = (err, half, v)
+    if best is None:
+        raise ValueError("pairs must not be empty")
+    return best
+
+
+def _mc_worst(cases: Iterable[tuple[float, float]]) -> tuple[float, float]:
+    """The (|difference|, tolerance) pair with the largest ratio, over Monte Carlo cases.
+
+    Each case is ``(|estimate - reference|, z standard errors)``; the check holds for every case
+    iff it holds for the returned one.
+    """
+
+    def ratio(diff: float, tol: float) -> float:
+        return diff / tol if tol > 0 else (0.0 if diff == 0 else math.inf)
+
+    best: tuple[float, float] | None = None
+    for diff, tol in cases:
+        if best is None or ratio(diff, tol) > ratio(*best):
+            best = (float(diff), float(tol))
+    if best is None:
+        raise ValueError("cases must not be empty")
+    return best
 
 
 def _mc_interval(values: Sequence[float] | np.ndarray, z: float = 4.0) -> tuple[float, float]:

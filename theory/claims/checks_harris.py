@@ -63,6 +63,7 @@ def check_harris(out: list[tuple[str, SubCheck]], quick: bool, seed: int) -> Non
                 hi,
                 0.0,
                 f"E_hard-E_base={r.details['estimate']:.4f} CI99=[{lo:.4f},{hi:.4f}]",
+                label="upper end of the 99% CI of E_hard - E_base",
             )
 
 

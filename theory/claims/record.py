@@ -244,12 +244,15 @@ class SubCheck:
         note: str = "",
         setting: Mapping[str, Any] | None = None,
         evidence: Sequence[Evidence] = (),
+        label: str = "",
     ) -> SubCheck:
         """A PASS / FAIL tolerance test.
 
         ``kind="error"``: passes when ``value <= tol`` (a maximal error); ``kind="gap"``: passes
         when ``value >= -tol`` (a minimal gap that must not be significantly negative). A
-        non-finite ``value`` always fails. The value and tolerance become the first evidence.
+        non-finite ``value`` always fails. The value and tolerance become the first evidence,
+        labelled ``label`` (default ``"max err"`` or ``"min gap"``); both are in the units of the
+        quantity compared, so that the evidence reads as a measurement, not as a ratio.
 
         Raises:
             ValueError: unknown ``kind`` or a negative / NaN ``tol``.
@@ -267,7 +270,7 @@ class SubCheck:
             passed = violation <= tol
             # violation / tol; with tol = 0 the raw violation (<= 0, its margin) when it passes
             severity = violation / tol if tol > 0 else (violation if passed else math.inf)
-        label = "max err" if kind == "error" else "min gap"
+        label = label or ("max err" if kind == "error" else "min gap")
         ev = (Evidence(label, value, tol, "tol"), *evidence)
         return cls(
             what, Verdict.PASS if passed else Verdict.FAIL, ev, instances, dict(setting or {}), note, severity

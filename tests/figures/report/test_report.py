@@ -211,3 +211,119 @@ def test_first_record_with_a_result_is_the_row():
     recs = [claims.not_run("S2", "cmd"), claims.Claim("S2", V.PARTLY), claims.Claim("S2", V.REPRODUCED)]
     row = next(r for r in assemble.assemble(recs, []) if r.id == "S2")
     assert row.record.verdict == V.PARTLY and [o.verdict for o in row.others] == [V.REPRODUCED]
+
+
+# --- the summary, the outcome groups and the shared settings ---------------------------------
+
+
+def _summary_md(md: str) -> str:
+    return md.split("## Summary", 1)[1].split("## Claims", 1)[0]
+
+
+def test_summary_opens_the_report_and_lists_every_claim_once_by_outcome(ctx):
+    paths = write_report(ctx)
+    md = paths["md"].read_text()
+    assert md.index("## Summary") < md.index("## Claims")
+    part = _summary_md(md)
+    ids = re.findall(r"^- \*\*([A-Za-z0-9-]+)\*\*", part, re.M)
+    assert sorted(ids) == sorted(claims.CATALOGUE)  # every claim exactly once
+    heads = re.findall(r"^\*\*([^*]+)\*\* \((\d+)\)$", part, re.M)
+    assert [h for h, _ in heads] == ["Reproduces", "Reproduces in part", "Does not reproduce", "Not run"]
+    assert sum(int(n) for _, n in heads) == len(claims.CATALOGUE)
+    blocks = dict(zip([h for h, _ in heads], re.split(r"^\*\*[^*]+\*\* \(\d+\)$", part, flags=re.M)[1:]))
+    assert "**T4** PASS" in blocks["Reproduces"] and "**S1** REPRODUCED" in blocks["Reproduces"]
+    assert "**S3** NOT REPRODUCED" in blocks["Does not reproduce"]
+    # the deciding numbers: T4's worst sub-check with its tolerance; a NOT RUN claim names its command
+    t4 = next(line for line in part.splitlines() if line.startswith("- **T4**"))
+    assert "closed form vs NC batch" in t4 and "3.00e-16 tol 1.00e-12" in t4
+    r1 = next(line for line in part.splitlines() if line.startswith("- **R1**"))
+    assert "python -m realdata train" in r1
+    html_page = paths["html"].read_text()
+    summary_html = html_page.split('id="summary"', 1)[1].split('id="claims"', 1)[0]
+    assert sorted(re.findall(r'<li><a href="#claim-([A-Za-z0-9-]+)"', summary_html)) == sorted(
+        claims.CATALOGUE
+    )
+
+
+def test_summarize_puts_each_row_in_one_group_and_shows_unknown_verdicts():
+    from types import SimpleNamespace
+
+    from figures.report import summary
+
+    rows = assemble.assemble(_records(), [])
+    groups = summary.summarize(rows)
+    seen = [r.id for g in groups for r in g.rows]
+    assert sorted(seen) == sorted(claims.CATALOGUE) and len(seen) == len(set(seen))
+    # a verdict the mapping does not know (e.g. one added to the record later) gets its own group
+    new = SimpleNamespace(value="UNHEARD OF")
+    odd = [
+        SimpleNamespace(id=r.id, record=SimpleNamespace(verdict=v)) for r, v in zip(rows[:2], (new, V.PASS))
+    ]
+    g = summary.summarize(odd)
+    assert [x.title for x in g] == ["Reproduces", "UNHEARD OF"] and g[1].rows[0].id == rows[0].id
+    # dropping a known value from the mapping moves its claims to a group named by the value
+    without = {k: v for k, v in summary.OUTCOME_GROUPS.items() if k != "PARTLY"}
+    titles = {x.title: [r.id for r in x.rows] for x in summary.summarize(rows, without)}
+    partly = [r.id for r in rows if r.record.verdict == V.PARTLY]
+    assert partly and titles["PARTLY"] == partly
+    # the planned UNDECIDED verdict already has its group
+    assert summary.OUTCOME_GROUPS["UNDECIDED"] == "Undecided"
+
+
+def test_unknown_verdict_is_rendered_in_both_files(ctx, monkeypatch):
+    from figures.report import summary
+
+    monkeypatch.setattr(
+        summary, "OUTCOME_GROUPS", {k: v for k, v in summary.OUTCOME_GROUPS.items() if k != "PARTLY"}
+    )
+    ctx.records = [*_records(), claims.Claim("S2", V.PARTLY, (claims.Evidence("x", 1.0),))]
+    paths = write_report(ctx)
+    part = _summary_md(paths["md"].read_text())
+    block = part.split("**PARTLY** (2)", 1)[1]  # S2 and W5, in a group named by the value
+    assert "- **S2** PARTLY" in block and "- **W5** PARTLY" in block and "PARTLY: 2" in part
+    assert ">PARTLY (2)</h3>" in paths["html"].read_text()
+
+
+def test_a_setting_shared_by_a_group_is_stated_once():
+    from figures.report import summary
+
+    common = {"method": "exact enumeration", "scale": "default"}
+    recs = [
+        claims.Claim.from_subchecks(
+            cid,
+            [claims.SubCheck.tolerance("c", 0.0, 1e-9)],
+            setting={**common, "own": cid},
+            command="python -m theory",
+        )
+        for cid in ("T1", "T2", "T3")
+    ]
+    rows = assemble.assemble(recs, [])
+    groups = summary.setting_groups(rows)
+    assert [r.id for g in groups for r in g.rows] == list(claims.CATALOGUE)  # each row once, in order
+    g = groups[0]
+    assert [r.id for r in g.rows][:3] == ["T1", "T2", "T3"]
+    assert g.shared == {}  # T4 ... W-law (no record: NOT RUN, empty setting) share nothing with T1
+    groups = summary.setting_groups(rows[:3])
+    assert groups[0].shared == common and summary.own_setting(rows[1].record, common) == {"own": "T2"}
+
+
+def test_shared_setting_appears_once_in_the_report(ctx):
+    common = {"method": "exact enumeration, Monte Carlo", "scale": "quick"}
+    ctx.records = [
+        claims.Claim.from_subchecks(
+            cid,
+            [claims.SubCheck.tolerance("c", 0.0, 1e-9)],
+            setting=common,
+            command="python -m theory --quick",
+        )
+        for cid in claims.CHECK_IDS
+    ]
+    paths = write_report(ctx)
+    md = paths["md"].read_text()
+    claims_part = md.split("## Claims", 1)[1].split("## Figures", 1)[0]
+    assert claims_part.count("method=exact enumeration, Monte Carlo") == 1
+    assert claims_part.count("python -m theory --quick") == 1
+    t1 = next(line for line in claims_part.splitlines() if line.startswith("| T1 |"))
+    assert t1.endswith("| as above | as above |")
+    page = paths["html"].read_text()
+    assert page.split('id="claims-table"', 1)[1].count("method=exact enumeration, Monte Carlo") == 1
