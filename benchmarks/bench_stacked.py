@@ -17,6 +17,16 @@ their N d parameters at every step, so their step is not overhead-bound) -- wher
 check allows the timing noise of identical programs (``--noise``, default 5 %). The exit status
 is 1 when a target is missed.
 
+**Epoch ratio of the estimators** (``--epoch-ratio``, on by default): the time of one training
+epoch per run with the sampled estimator (K = 256) over the exact expectation estimator, in the
+synthetic S1 MLP setting (synthetic/grids/s1_scl_hscl_nc.toml: batch 512, unit ball, mean psi,
+tau = 1, d = C - 1; C = 50 with an MLP 1 x 256 and the betas of the base group, C = 100 with
+1 x 512 and beta 0, 10, the authors' group), planned and trained as the sweep does. An epoch's
+time is the difference between runs of ``--epochs-long`` and 1 epochs (so data generation and
+evaluation cancel), the minimum over the repeats. Target (CONTRIBUTING.md#performance-work):
+the sampled estimator within 2x of the expectation estimator per epoch (it drives the cost of
+``--scale paper``).
+
 Usage::
 
     python -m benchmarks.bench_stacked                  # R = 16, 2 threads, every scenario
@@ -76,6 +86,61 @@ def _planned(cfgs: list[RunConfig]) -> None:
         train_group(g)
 
 
+#: name -> (num_classes, hidden, betas) of the epoch-ratio settings (the S1 grid's groups).
+EPOCH_SETTINGS: dict[str, tuple[int, int, tuple[float, ...]]] = {
+    "s1 C=50 mlp 1x256": (50, 256, (0.0, 2.0, 5.0, 10.0, 30.0)),
+    "s1 C=100 mlp 1x512": (100, 512, (0.0, 10.0)),
+}
+#: Largest sampled / expectation time per epoch.
+EPOCH_RATIO_TARGET = 2.0
+
+
+def _s1_configs(
+    C: int, hidden: int, betas: tuple[float, ...], estimator: str, epochs: int
+) -> list[RunConfig]:
+    base = RunConfig(
+        method="SCL",
+        num_classes=C,
+        encoder="mlp",
+        hidden=hidden,
+        depth=1,
+        lr=1e-3,
+        separation=3.0,
+        sigma=1.0,
+        batch_size=512,
+        normalization="ball",
+        estimator=estimator,
+        epochs=epochs,
+        eval_every=epochs,
+        n_per_class=50,
+        n_test_per_class=20,
+        input_dim=64,
+        centres="random",
+        psi="mean",
+        tau=1.0,
+        num_negatives=256,
+        positives="label",
+    )
+    return [base.replace(beta=b, method="HSCL" if b > 0 else "SCL") for b in betas]
+
+
+def epoch_seconds(C: int, hidden: int, betas: tuple[float, ...], repeats: int, long: int) -> dict[str, float]:
+    """Seconds of one training epoch of one run, per estimator (sweep plan; long minus 1 epoch)."""
+    best = {}
+    for est in ("expectation", "sampled"):
+        times = {}
+        for epochs in (1, long):
+            cfgs = _s1_configs(C, hidden, betas, est, epochs)
+            t = float("inf")
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                _planned(cfgs)
+                t = min(t, time.perf_counter() - t0)
+            times[epochs] = t
+        best[est] = (times[long] - times[1]) / (long - 1) / len(betas)
+    return best
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; print one line per scenario; return 1 if a target is missed."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -89,9 +154,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--scenario", choices=sorted(SCENARIOS), action="append", help="scenario(s) (default: all)"
     )
+    ap.add_argument(
+        "--epoch-ratio",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="time the sampled / expectation epoch ratio in the S1 MLP setting (default on)",
+    )
+    ap.add_argument(
+        "--epochs-long", type=int, default=4, help="epochs of the long side of the epoch timing (default 4)"
+    )
     args = ap.parse_args(argv)
-    if args.threads < 1 or args.repeats < 1 or not 0 <= args.noise < 1:
-        raise SystemExit("--threads and --repeats must be >= 1, --noise in [0, 1)")
+    if args.threads < 1 or args.repeats < 1 or not 0 <= args.noise < 1 or args.epochs_long < 2:
+        raise SystemExit("--threads and --repeats must be >= 1, --noise in [0, 1), --epochs-long >= 2")
     torch.set_num_threads(args.threads)
     load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
     print(
@@ -121,6 +195,19 @@ def main(argv: list[str] | None = None) -> int:
             f"target >= {target:.2f}x: {'ok' if ok else 'MISSED'})",
             flush=True,
         )
+    if args.epoch_ratio:
+        for name, (C, hidden, betas) in EPOCH_SETTINGS.items():
+            t = epoch_seconds(C, hidden, betas, args.repeats, args.epochs_long)
+            ratio = t["sampled"] / t["expectation"]
+            ok = ratio <= EPOCH_RATIO_TARGET
+            if not ok:
+                missed.append(name)
+            print(
+                f"{name:>19} R={len(betas)}: epoch per run expectation {t['expectation'] * 1e3:7.1f} ms, "
+                f"sampled {t['sampled'] * 1e3:7.1f} ms: sampled / expectation {ratio:5.2f}x "
+                f"(target <= {EPOCH_RATIO_TARGET:g}x: {'ok' if ok else 'MISSED'})",
+                flush=True,
+            )
     load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
     print(f"load average at the end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     if missed:

@@ -11,6 +11,7 @@ Everything here takes validated inputs (the checks are in :mod:`theory.hcl.losse
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, NamedTuple
@@ -155,9 +156,23 @@ def _uniforms(
         raise ValueError(
             f"generator must be a torch.Generator or a sequence of R = {R} of them, got {generator!r}"
         )
-    counts = npos.view(R, B).sum(dim=1).tolist()
-    u = torch.cat([draw_uniforms(int(c), K, g, device) for c, g in zip(counts, gens, strict=True)])
-    return _given_uniforms(u)
+    counts = [int(c) for c in npos.view(R, B).sum(dim=1).tolist()]
+    if device.type != "cpu" or any(g.device.type != "cpu" for g in gens):
+        u = torch.cat([draw_uniforms(c, K, g, device) for c, g in zip(counts, gens, strict=True)])
+        return _given_uniforms(u)
+    for c in counts:  # the size check of draw_uniforms, without the (P, K) block
+        check_size("num_negatives", K, 8 * c * K, what=f"{c} pairs x {K} float64 uniforms", device=device)
+    ends = list(itertools.accumulate(counts))
+
+    def fill(buf: torch.Tensor, c0: int, c1: int) -> None:
+        # Rows c0..c1 of the pair order, run by run from each run's generator: consecutive fills
+        # of a CPU generator give the numbers of one torch.rand((P_r, K)) (no (P, K) block).
+        for r, end in enumerate(ends):
+            lo, hi = max(c0, end - counts[r]), min(c1, end)
+            if lo < hi:
+                buf[lo - c0 : hi - c0].uniform_(generator=gens[r])
+
+    return fill
 
 
 def _selected_uniforms(

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+import numpy as np
 import torch
 
 from theory.options import HARDENINGS
@@ -227,17 +228,53 @@ def alias_table(q: torch.Tensor) -> AliasTable:
     return _alias_from_weights(q.detach().to(torch.float64) * q.shape[1])
 
 
+#: Rows per block of the CPU table construction: its ~20 work arrays (about 256 KiB each at
+#: B = 512) stay in cache, instead of (N, B) temporaries of a few MiB each.
+ALIAS_CHUNK_ROWS = 64
+
+
 def _alias_from_weights(w: torch.Tensor) -> AliasTable:
     """:func:`alias_table` from the scaled weights ``w = B q`` ``(N, B)`` float64.
 
-    Lights: the alias is the first column whose cumulative excess exceeds the light's cumulative
-    deficit start (one ``searchsorted`` of a non-decreasing sequence, the fast case). Heavies:
-    the alias is the next heavy with a positive excess (a prefix count, no search), and a heavy
-    keeps ``1 - overshoot``, the deficits it serves beyond its own excess. A bucket with ``w = 1``
-    exactly keeps itself. Selections are exact 0/1 arithmetic (faster than ``torch.where`` on the
-    CPU); every value is finite for rows with mass.
+    On the CPU the rows are processed in blocks of :data:`ALIAS_CHUNK_ROWS` and the lights'
+    search runs row by row in numpy (whose ``searchsorted`` exploits sorted keys); elsewhere all
+    rows form one block with a batched ``torch.searchsorted``. Every block performs the same
+    float64 operations on its rows, so the table is bit for bit the same either way.
     """
     N, B = w.shape
+    device = w.device
+    index_dtype = torch.int32 if N * B < 2**31 else torch.long
+    if device.type != "cpu":
+        key, alias = _alias_block(w, 0, on_cpu=False)
+        return AliasTable(key.view(-1), alias.view(-1).to(index_dtype), B)
+    key = torch.empty(N, B, dtype=torch.float64)
+    alias = torch.empty(N, B, dtype=index_dtype)
+    for r0 in range(0, N, ALIAS_CHUNK_ROWS):
+        r1 = min(N, r0 + ALIAS_CHUNK_ROWS)
+        _alias_block(w[r0:r1], r0, on_cpu=True, out=(key[r0:r1], alias[r0:r1]))
+    return AliasTable(key.view(-1), alias.view(-1), B)
+
+
+def _alias_block(
+    w: torch.Tensor,
+    row0: int,
+    *,
+    on_cpu: bool,
+    out: tuple[torch.Tensor, torch.Tensor] | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The alias table of the rows ``row0 .. row0 + n`` of the weights, ``w`` ``(n, B)`` float64.
+
+    Returns (or writes into ``out``) ``key`` ``(n, B)`` float64 and the flat ``alias`` ``(n, B)``
+    (offset by the row ``row0 + i``).
+
+    Lights: the alias is the first column whose cumulative excess exceeds the light's cumulative
+    deficit start (a search of a non-decreasing sequence, the fast case). Heavies: the alias is
+    the next heavy with a positive excess (a prefix count, no search), and a heavy keeps
+    ``1 - overshoot``, the deficits it serves beyond its own excess. A bucket with ``w = 1``
+    exactly keeps itself. Selections are exact 0/1 arithmetic (faster than ``torch.where`` on the
+    CPU); every value is finite for rows with mass. ``on_cpu``: search row by row in numpy.
+    """
+    n, B = w.shape
     device = w.device
     light = w < 1.0
     d = torch.rsub(w, 1.0).clamp_(min=0.0)  # deficits (0 for heavies)
@@ -245,26 +282,36 @@ def _alias_from_weights(w: torch.Tensor) -> AliasTable:
     positive = excess > 0
     E = excess.cumsum_(dim=1)  # cumulative excesses
     start = torch.cumsum(d, dim=1).sub_(d)  # cumulative deficit before each column (non-decreasing)
-    col = torch.searchsorted(E, start, right=True)  # for lights: the heavy whose excess covers them
+    if on_cpu:  # for lights: the heavy whose excess covers them
+        col = torch.empty(n, B, dtype=torch.long)
+        En, Sn, Cn = E.numpy(), start.numpy(), col.numpy()
+        for i in range(n):
+            Cn[i] = np.searchsorted(En[i], Sn[i], side="right")
+    else:
+        col = torch.searchsorted(E, start, right=True)
     # For heavies: the next heavy with a positive excess (column of the (k+1)-th positive heavy).
     count = positive.cumsum(dim=1)
     slot = (count - (B + 1)).mul_(positive).add_(B)  # count - 1 for positive heavies, else B (unused)
-    nxt = torch.full((N, B + 1), B, dtype=torch.long, device=device)
-    nxt.scatter_(1, slot, torch.arange(B, device=device).expand(N, B))
+    nxt = torch.full((n, B + 1), B, dtype=torch.long, device=device)
+    nxt.scatter_(1, slot, torch.arange(B, device=device).expand(n, B))
     heavy_alias = torch.gather(nxt, 1, count, out=slot)  # reuses the buffer of slot
     col.sub_(heavy_alias).mul_(light).add_(heavy_alias)  # lights: searched, heavies: next positive
-    beyond = col >= B  # rounding leftovers at the end of the sweep
+    beyond = col >= B  # the last positive heavy, and rounding leftovers at the end of the sweep
     col.clamp_(max=B - 1)
     # A heavy h keeps 1 - overshoot: (deficits of the lights with alias <= h) - E[h], a prefix sum.
     kept = start.zero_().scatter_add_(1, col, d).cumsum_(dim=1).sub_(E).clamp_(min=0.0).neg_().add_(1.0)
-    full = ~light & (beyond | ~positive)  # heavies that keep their whole bucket
-    prob = kept.mul_(~light & ~full).addcmul_(w, light).add_(full)
+    heavy = ~light
+    full = heavy & (beyond | ~positive)  # heavies that keep their whole bucket
+    prob = kept.mul_(heavy & ~full).addcmul_(w, light).add_(full)
     fallback = torch.argmax(w, dim=1, keepdim=True)
     col.sub_(fallback).mul_(~beyond).add_(fallback)  # leftovers go to the row's largest column
-    prob.add_(torch.arange(B, dtype=w.dtype, device=device))
-    col.add_(torch.arange(N, device=device)[:, None] * B)
-    alias = col.view(-1).to(torch.int32) if N * B < 2**31 else col.view(-1)
-    return AliasTable(prob.view(-1), alias, B)
+    rows = torch.arange(row0 * B, (row0 + n) * B, B, device=device)[:, None]
+    if out is None:
+        return prob.add_(torch.arange(B, dtype=w.dtype, device=device)), col.add_(rows)
+    key, alias = out
+    torch.add(prob, torch.arange(B, dtype=w.dtype, device=device), out=key)
+    alias.copy_(col.add_(rows))
+    return key, alias
 
 
 #: Pairs per chunk of the CPU draw: its work buffers (about 1 MiB each at K = 256) stay in cache

@@ -248,3 +248,31 @@ def test_shape_errors_name_the_argument():
         contrastive_loss(z, labels, setting="supervised", estimator="sampled", generator=[torch.Generator()])
     with pytest.raises(ValueError, match="z must be a 2-D"):
         contrastive_loss(z[None], labels, setting="supervised")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_sampled_generator_per_run_with_draw_chunks_inside_and_across_runs(dtype):
+    """Runs of 1000+ pairs (several CPU draw chunks each, chunks that straddle two runs): the
+    stacked call draws run r's uniforms from generator r exactly as the separate call does, and
+    leaves every generator in the same state."""
+    from theory.hcl.sampling import DRAW_CHUNK_PAIRS
+
+    g = torch.Generator().manual_seed(3)
+    R, B = 3, 150
+    z = torch.nn.functional.normalize(torch.randn(R, B, 5, generator=g, dtype=dtype), dim=2)
+    labels = torch.randint(0, 7, (R, B), generator=g)
+    assert int((torch.bincount(labels[0]) ** 2).sum()) > 2 * DRAW_CHUNK_PAIRS
+    kw = dict(setting="supervised", estimator="sampled", num_negatives=40, reduction="none")
+    gens = [torch.Generator().manual_seed(20 + r) for r in range(R)]
+    got = contrastive_loss(z, labels, beta=torch.tensor([0.0, 2.0, 5.0], dtype=dtype), generator=gens, **kw)
+    sep = [torch.Generator().manual_seed(20 + r) for r in range(R)]
+    want = torch.cat(
+        [
+            contrastive_loss(z[r], labels[r], beta=float(b), generator=sep[r], **kw)
+            for r, b in enumerate((0, 2, 5))
+        ]
+    )
+    tol = 1e-5 if dtype == torch.float32 else 1e-13  # batched vs single products round differently
+    torch.testing.assert_close(got, want, atol=tol, rtol=tol)
+    for a, b in zip(gens, sep):
+        assert torch.equal(a.get_state(), b.get_state())

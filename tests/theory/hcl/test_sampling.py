@@ -228,3 +228,27 @@ def test_alias_table_with_unit_weights_next_to_an_overshooting_heavy():
         implied, prob, _ = _implied_law(q)
         torch.testing.assert_close(implied, q, atol=1e-15, rtol=0)
         assert prob[0, 2] == 1.0
+
+
+@pytest.mark.parametrize("law", list(LAWS))
+@pytest.mark.parametrize("rows_per_block", [1, 7, 64])
+def test_blocked_cpu_alias_table_equals_the_one_block_table(law, rows_per_block, monkeypatch):
+    """The CPU construction (row blocks, numpy row search) gives
+    bit for bit the table of one block with torch.searchsorted (the path of other devices)."""
+    import theory.hcl.sampling as sampling
+
+    g = torch.Generator().manual_seed(len(law) + rows_per_block)
+    for B in (1, 3, 64, 512):
+        N = 70
+        logits = torch.cat([LAWS[law](g, B) for _ in range(N // 5)])
+        keep = torch.rand(N, B, generator=g) < 0.6
+        keep[:, 0] = True
+        for masked in (False, True):
+            q = torch.softmax(logits.masked_fill(~keep, float("-inf")) if masked else logits, dim=1)
+            w = q * B
+            monkeypatch.setattr(sampling, "ALIAS_CHUNK_ROWS", rows_per_block)
+            t = sampling._alias_from_weights(w)
+            key, alias = sampling._alias_block(w, 0, on_cpu=False)
+            assert torch.equal(t.key, key.view(-1))
+            assert t.alias.dtype == torch.int32
+            assert torch.equal(t.alias.long(), alias.view(-1))
