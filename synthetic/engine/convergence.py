@@ -14,7 +14,9 @@ settled; a short plateau early in training is not taken for the end either.
 * ``rank_1e-2`` and ``rank_1e-4`` (numerical ranks of the centred class means);
 * ``effective_rank`` of the class means;
 * ``gap_to_optimum`` (the loss minus its closed-form NC value), only where the features are
-  normalised (without normalisation the loss has no minimiser and the gap is not scale-free).
+  normalised (without normalisation the loss has no minimiser and the gap is not scale-free) and
+  the closed form exists (a gap that is NaN throughout the window, as for InfoNCE and WeiNCE, is
+  not watched).
 
 The **change** of a metric over the window is its range (max - min over the window's rows); the
 run has **settled** at ``e`` when every change is at most its tolerance (``settle_etf``,
@@ -128,6 +130,32 @@ def settle_value(row: Mapping[str, Any], metric: str) -> float:
     return float(row[metric])
 
 
+def _window(rows: Sequence[Mapping[str, Any]], rule: SettleRule) -> list[Mapping[str, Any]] | None:
+    """The rows of the window ending at the last row, or None while it is not full."""
+    if not rows:
+        return None
+    last = int(rows[-1]["epoch"])
+    if last < rule.window:
+        return None
+    start = last - max(rule.window, last // 2)
+    window = [r for r in rows if int(r["epoch"]) >= start]
+    return window if len(window) >= 2 else None
+
+
+def _watched(window: Sequence[Mapping[str, Any]], rule: SettleRule) -> list[str]:
+    """The rule's metrics that apply: ``gap_to_optimum`` only where the closed form exists.
+
+    The gap is NaN in every row where the loss has no closed-form optimum (InfoNCE / WeiNCE,
+    ``d < C - 1``); it is then not watched. Any other NaN keeps the run unsettled.
+    """
+    out = []
+    for m in rule.tolerances:
+        if m == "gap_to_optimum" and all(math.isnan(settle_value(r, m)) for r in window[1:]):
+            continue  # no closed form (the first row's gap may be NaN: epoch 0 has no loss)
+        out.append(m)
+    return out
+
+
 def window_changes(rows: Sequence[Mapping[str, Any]], rule: SettleRule) -> dict[str, float]:
     """The change (max - min) of every watched metric over the window ending at the last row.
 
@@ -143,14 +171,8 @@ def window_changes(rows: Sequence[Mapping[str, Any]], rule: SettleRule) -> dict[
         window is NaN.
     """
     out = dict.fromkeys(SETTLE_METRICS, math.nan)
-    if not rows:
-        return out
-    last = int(rows[-1]["epoch"])
-    if last < rule.window:
-        return out
-    start = last - max(rule.window, last // 2)
-    window = [r for r in rows if int(r["epoch"]) >= start]
-    if len(window) < 2:
+    window = _window(rows, rule)
+    if window is None:
         return out
     for m in rule.tolerances:
         vals = [settle_value(r, m) for r in window]
@@ -161,7 +183,12 @@ def window_changes(rows: Sequence[Mapping[str, Any]], rule: SettleRule) -> dict[
 
 
 def settle_row(rows: Sequence[Mapping[str, Any]], rule: SettleRule) -> dict[str, Any]:
-    """The :data:`SETTLE_COLUMNS` of the last row: whether the rule holds and the window's changes."""
+    """The :data:`SETTLE_COLUMNS` of the last row: whether the rule holds and the window's changes.
+
+    The rule holds when the window is full and the change of every metric that applies is within
+    its tolerance (a NaN change never is).
+    """
     changes = window_changes(rows, rule)
-    ok = all(changes[m] <= tol for m, tol in rule.tolerances.items())  # NaN <= tol is False
+    window = _window(rows, rule)
+    ok = window is not None and all(changes[m] <= rule.tolerances[m] for m in _watched(window, rule))
     return {SETTLED: bool(ok), **{f"change_{m}": changes[m] for m in SETTLE_METRICS}}

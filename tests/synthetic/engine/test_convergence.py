@@ -14,7 +14,13 @@ import pandas as pd
 import pytest
 
 from synthetic.engine.config import RunConfig
-from synthetic.engine.convergence import SETTLE_COLUMNS, SETTLE_METRICS, SettleRule, settle_row, window_changes
+from synthetic.engine.convergence import (
+    SETTLE_COLUMNS,
+    SETTLE_METRICS,
+    SettleRule,
+    settle_row,
+    window_changes,
+)
 from synthetic.engine.train import train_run, train_runs
 from synthetic.store import runs as store_runs
 from synthetic.store.schema import expected_epochs, recorded_epochs, stopped_at
@@ -83,7 +89,9 @@ def _rows(n: int, every: int, rng: np.random.Generator, nan_at: int | None = Non
 def test_window_changes_equal_the_loop_reference(window, every, n, normalization):
     rng = np.random.default_rng(window * 100 + n)
     rows = _rows(n, every, rng, nan_at=1 if n > 6 else None)
-    rule = SettleRule.of(RunConfig(**{**TINY, "normalization": normalization}, settle_window=window, epochs=40))
+    rule = SettleRule.of(
+        RunConfig(**{**TINY, "normalization": normalization}, settle_window=window, epochs=40)
+    )
     assert rule is not None
     for k in range(1, n + 1):
         got = window_changes(rows[:k], rule)
@@ -94,6 +102,27 @@ def test_window_changes_equal_the_loop_reference(window, every, n, normalization
         row = settle_row(rows[:k], rule)
         assert set(row) == set(SETTLE_COLUMNS)
         assert row["settled"] == all(want[m] <= t for m, t in rule.tolerances.items())
+
+
+def test_a_gap_without_closed_form_is_not_watched_any_other_nan_is():
+    rule = SettleRule.of(RunConfig(**TINY, settle_window=4, epochs=40))
+    assert rule is not None
+    flat = {
+        "etf_mean": 0.01,
+        "within_class_variation": 0.01,
+        "mean_norm": 1.0,
+        "rank_1e-2": 3.0,
+        "rank_1e-4": 3.0,
+        "effective_rank": 3.0,
+    }
+    rows = [{"epoch": e, **flat, "gap_to_optimum": math.nan} for e in range(0, 12, 2)]
+    assert settle_row(rows, rule)["settled"]  # InfoNCE / WeiNCE: no closed form, a flat run settles
+    rows[-2]["gap_to_optimum"] = 0.1  # a gap that exists somewhere in the window is watched
+    assert not settle_row(rows, rule)["settled"]
+    rows = [{"epoch": e, **flat, "gap_to_optimum": 0.0} for e in range(0, 12, 2)]
+    assert settle_row(rows, rule)["settled"]
+    rows[-1]["etf_mean"] = math.nan
+    assert not settle_row(rows, rule)["settled"]
 
 
 def test_the_rule_of_a_config():
