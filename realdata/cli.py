@@ -27,6 +27,7 @@ from realdata.training.config import TrainConfig
 from realdata.training.distributed import close_world, init_world
 from realdata.training.loop import RunOptions, train_run
 from realdata.training.models import ARCHS
+from synthetic.engine.convergence import SETTLE_FIELDS
 from theory.options import DDP_LOSS_MODES, ESTIMATORS, HEADS, METHODS, NORMALIZATIONS, RECIPES, STEMS, VIEWS
 
 __all__ = ["build_parser", "main", "config_from_args"]
@@ -130,6 +131,24 @@ def _add_train(sub: Any) -> None:
     a("--balanced-sampler", action="store_true", help="class-balanced batches instead of shuffled ones")
     a("--samples-per-class", type=int, default=None, help="balanced sampler: samples per class per batch")
     a("--eval-every", type=int, default=1, help="record metrics every N epochs (and at epochs 0 and last)")
+    a(
+        "--settle-window",
+        type=int,
+        default=0,
+        metavar="W",
+        help="convergence rule: stop at the first recorded epoch at which the scale-free metrics "
+        "changed within their tolerances over the last half of the run (at least W epochs); "
+        "--epochs is then the budget (default 0: no rule, train --epochs epochs; "
+        "docs/claims.md#convergence-and-undecided)",
+    )
+    a(
+        "--settle-tol",
+        nargs="+",
+        default=[],
+        metavar="FIELD=V",
+        help="tolerances of the rule, e.g. settle_etf=0.005 settle_wcv=0.01 settle_rank=0 "
+        "settle_erank=0.1 settle_gap=0.001 (the defaults)",
+    )
     a("--crop-min-scale", type=float, default=0.08, help="SimCLR views: smallest crop area fraction (0.08)")
     a("--stem", choices=STEMS, default=None, help="ResNet stem (default per dataset)")
     a("--width", type=int, default=32, help="smallcnn width (default 32)")
@@ -300,8 +319,27 @@ def config_from_args(args: argparse.Namespace, device: str) -> tuple[TrainConfig
         init=init,
         init_from=init_from,
         record_means=args.record_means,
+        settle_window=args.settle_window,
+        **_settle_tolerances(args.settle_tol),
     )
     return cfg, init_path
+
+
+def _settle_tolerances(items: list[str]) -> dict[str, float]:
+    """``--settle-tol settle_etf=0.005 ...`` as config fields (ValueError naming a bad item)."""
+    out: dict[str, float] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or name not in SETTLE_FIELDS or name == "settle_window":
+            raise ValueError(
+                f"--settle-tol: {item!r} is not FIELD=V with FIELD one of "
+                f"{[f for f in SETTLE_FIELDS if f != 'settle_window']}"
+            )
+        try:
+            out[name] = int(value) if name == "settle_rank" else float(value)
+        except ValueError:
+            raise ValueError(f"--settle-tol: {name} needs a number, got {value!r}") from None
+    return out
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
@@ -345,6 +383,12 @@ def _cmd_train(args: argparse.Namespace) -> int:
                 f"  final epoch {int(last['epoch'])}: loss {last['loss']:.4f}, NCM test {100 * last['ncm_acc']:.2f} %, "
                 f"etf_mean {last['etf_mean']:.4f}, spectrum_min {last['spectrum_min']:.2f}"
             )
+            if "settled" in out.frame.columns:
+                print(
+                    f"  convergence: settled at epoch {int(last['epoch'])}"
+                    if bool(last["settled"])
+                    else f"  convergence: not settled within {out.config.epochs} epochs (undecided)"
+                )
             print(f"  results: {where}")
     return 1 if out.status == "failed" else 0
 

@@ -45,6 +45,7 @@ import numpy as np
 
 from realdata.datasets import DATASETS
 from realdata.training.models import ARCHS, default_out_dim, default_stem
+from synthetic.engine.convergence import SETTLE_FIELDS, check_rule_fields
 from synthetic.store.keys import run_key
 from theory.options import (
     ESTIMATORS,
@@ -121,6 +122,11 @@ class TrainConfig:
             ``random``.
         record_means: store the class means of every recorded epoch (the ``class_means`` column,
             from which the figures draw spectra).
+        settle_window: the convergence rule's shortest window W in epochs; 0 (default) = no
+            rule, the run trains ``epochs`` epochs. With W > 0 the run stops at the first
+            recorded epoch at which its scale-free metrics settled (the synthetic study's rule,
+            ``synthetic.engine.convergence``; docs/claims.md#convergence-and-undecided).
+        settle_etf, settle_wcv, settle_rank, settle_erank, settle_gap: the rule's tolerances.
 
     A numpy scalar is taken as the Python value it holds (``np.int64(1)`` as ``1``), so the config
     and its key are those of the Python values.
@@ -153,6 +159,12 @@ class TrainConfig:
     init: str = "random"
     init_from: str = ""
     record_means: bool = True
+    settle_window: int = int(SETTLE_FIELDS["settle_window"])
+    settle_etf: float = SETTLE_FIELDS["settle_etf"]
+    settle_wcv: float = SETTLE_FIELDS["settle_wcv"]
+    settle_rank: int = int(SETTLE_FIELDS["settle_rank"])
+    settle_erank: float = SETTLE_FIELDS["settle_erank"]
+    settle_gap: float = SETTLE_FIELDS["settle_gap"]
 
     def __post_init__(self) -> None:
         for f in fields(self):  # a numpy scalar (a grid or a pandas row) is the Python value it holds
@@ -213,6 +225,7 @@ class TrainConfig:
                 raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
         if not isinstance(self.init_from, str):
             raise ValueError(f"init_from must be a string, got {self.init_from!r}")
+        check_rule_fields(self)
         if (self.init == "nc") != bool(self.init_from):
             raise ValueError(
                 f"init_from must name the initial checkpoint exactly when init='nc', got "
@@ -318,6 +331,8 @@ class TrainConfig:
                     "num_negatives",
                     "eval_every",
                     "width",
+                    "settle_window",
+                    "settle_rank",
                 )
                 and isinstance(v, float)
                 and v.is_integer()
@@ -352,6 +367,11 @@ class TrainConfig:
             out["eval_every"] = None
         else:
             out["eval_every"] = min(self.eval_every, self.epochs)
+        if self.settle_window == 0:  # no rule: left out, so runs stored before the rule keep their keys
+            for k in SETTLE_FIELDS:
+                del out[k]
+        elif out["normalization"] == "none":
+            out["settle_gap"] = None  # not watched without normalisation
         return out
 
     def key(self) -> str:

@@ -48,8 +48,9 @@ from realdata.training.distributed import SINGLE, World, rank_slice
 from realdata.training.models import build_model
 from realdata.training.objective import build_loss
 from realdata.training.step import TrainStep
+from synthetic.engine.convergence import SettleRule, settle_row
 from synthetic.engine.data import stream_seed
-from synthetic.store.schema import encode_class_means, recorded_epochs
+from synthetic.store.schema import encode_class_means, expected_epochs, recorded_epochs
 from theory.hcl import nc_optimum
 from theory.options import DDP_LOSS_MODES
 from theory.validation import one_of
@@ -294,6 +295,8 @@ def train_run(
             estimator=cfg.estimator,
         )
     record_at = set(recorded_epochs(cfg.epochs, cfg.eval_every))
+    rule = SettleRule.of(cfg)  # None without a rule: the run trains cfg.epochs epochs
+    stopped: int | None = None  # the epoch at which the rule stopped the run
     rows: list[dict[str, Any]] = []
     gate_rows: list[pd.DataFrame] = []
     start = 0
@@ -329,6 +332,8 @@ def train_run(
         if cfg.record_means:
             row["class_means"] = encode_class_means(em.class_means)
         rows.append(row)
+        if rule is not None:  # the convergence columns: whether the rule holds over the window
+            row.update(settle_row(rows, rule))
 
     def fail(epoch: int, reason: str) -> RunOutcome:
         if world.is_main:
@@ -472,6 +477,10 @@ def train_run(
         if error is not None:
             log.close()
             return fail(epoch, error)
+        settled = rule is not None and epoch in record_at and world.is_main and bool(rows[-1]["settled"])
+        if rule is not None and world.all_objects(settled)[0]:  # rank 0's rows decide for every rank
+            stopped = epoch
+            break
         last = epoch == cfg.epochs
         if options.checkpoint_every and (epoch % options.checkpoint_every == 0 or last):
             checkpoint(epoch, store.checkpoint_file(folder, key))
@@ -485,14 +494,16 @@ def train_run(
                 seconds=time.perf_counter() - t_start,
             )
     log.close()
-    checkpoint(cfg.epochs, store.final_checkpoint_file(folder, key), full=False)
+    checkpoint(
+        cfg.epochs if stopped is None else stopped, store.final_checkpoint_file(folder, key), full=False
+    )
     frame = _frame(rows) if world.is_main else None  # rows are recorded by rank 0 only
     gate = pd.concat(gate_rows, ignore_index=True) if gate_rows else None
     if world.is_main:
         assert frame is not None
         if gate is not None:
             store.write_gate(folder, key, gate)
-        store.write_result(folder, frame, expected=recorded_epochs(cfg.epochs, cfg.eval_every))
+        store.write_result(folder, frame, expected=expected_epochs(cfg, stopped))
         store.checkpoint_file(folder, key).unlink(missing_ok=True)  # the run is stored: nothing to resume
     world.barrier()
     return RunOutcome("done", key, cfg, frame, gate, seconds=time.perf_counter() - t_start)

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from synthetic.engine.convergence import SETTLE_FIELDS, check_rule_fields
 from synthetic.store.keys import run_key
 from theory.options import (
     CENTRES,
@@ -54,16 +55,11 @@ _LATER_FIELDS = {
     "init_method": "HSCL",
     "init_beta": 10.0,
     "init_epochs": 0,
-    "settle_window": 0,
-    "settle_etf": 0.005,
-    "settle_wcv": 0.01,
-    "settle_rank": 0,
-    "settle_erank": 0.1,
-    "settle_gap": 1e-3,
+    **SETTLE_FIELDS,
 }
 
 #: The tolerance fields of the convergence rule (synthetic.engine.convergence).
-_SETTLE_TOLERANCES = ("settle_etf", "settle_wcv", "settle_rank", "settle_erank", "settle_gap")
+_SETTLE_TOLERANCES = tuple(f for f in SETTLE_FIELDS if f != "settle_window")
 
 
 def _is_int(v: Any) -> bool:
@@ -183,12 +179,12 @@ class RunConfig:
     init_method: str = "HSCL"
     init_beta: float = 10.0
     init_epochs: int = 0
-    settle_window: int = 0
-    settle_etf: float = 0.005
-    settle_wcv: float = 0.01
-    settle_rank: int = 0
-    settle_erank: float = 0.1
-    settle_gap: float = 1e-3
+    settle_window: int = int(SETTLE_FIELDS["settle_window"])
+    settle_etf: float = SETTLE_FIELDS["settle_etf"]
+    settle_wcv: float = SETTLE_FIELDS["settle_wcv"]
+    settle_rank: int = int(SETTLE_FIELDS["settle_rank"])
+    settle_erank: float = SETTLE_FIELDS["settle_erank"]
+    settle_gap: float = SETTLE_FIELDS["settle_gap"]
 
     def __post_init__(self) -> None:
         for f in fields(self):  # a numpy scalar (a grid or a pandas row) is the Python value it holds
@@ -233,8 +229,6 @@ class RunConfig:
         real("separation", 0.0, strict=False)
         real("sigma", 0.0, strict=False)
         real("init_beta", 0.0, strict=False)
-        for name in ("settle_etf", "settle_wcv", "settle_erank", "settle_gap"):
-            real(name, 0.0, strict=False)
         integer("num_negatives", 1)
         integer("epochs", 0)
         integer("eval_every", 1)
@@ -247,13 +241,7 @@ class RunConfig:
         integer("n_test_per_class", 0)
         integer("input_dim", 1)
         integer("seed", 0)
-        integer("settle_window", 0)
-        integer("settle_rank", 0)
-        if 0 < self.settle_window < self.eval_every:
-            raise ValueError(
-                f"settle_window must be 0 (no rule) or >= eval_every = {self.eval_every} (a window "
-                f"holds at least two recorded epochs), got {self.settle_window}"
-            )
+        check_rule_fields(self)
         if self.batch_size is None:
             object.__setattr__(self, "batch_size", 0)
         if not _is_int(self.batch_size) or int(self.batch_size or 0) < 0 or self.batch_size == 1:

@@ -48,6 +48,8 @@ from typing import Any
 from synthetic.store.schema import SETTLED
 
 __all__ = [
+    "SETTLE_FIELDS",
+    "check_rule_fields",
     "SETTLE_METRICS",
     "SETTLE_COLUMNS",
     "SETTLED",
@@ -70,7 +72,45 @@ SETTLE_METRICS = (
 #: The columns a run with a rule adds to each row: ``settled`` and one ``change_<metric>`` each.
 SETTLE_COLUMNS = (SETTLED, *(f"change_{m}" for m in SETTLE_METRICS))
 
-#: The RunConfig field holding each metric's tolerance.
+#: The config fields of a rule and their defaults: both stacks' configs (``RunConfig``,
+#: ``realdata.training.config.TrainConfig``) carry them. ``settle_window = 0`` means no rule.
+SETTLE_FIELDS: dict[str, int | float] = {
+    "settle_window": 0,
+    "settle_etf": 0.005,  # a tenth of the claims' NC threshold on etf_mean (0.05)
+    "settle_wcv": 0.01,  # a tenth of the NC threshold on the within-class variation (0.1)
+    "settle_rank": 0,  # the numerical ranks are counts: constant over the window
+    "settle_erank": 0.1,  # a tenth of one dimension of effective rank
+    "settle_gap": 1e-3,  # loss units
+}
+
+
+def check_rule_fields(config: Any) -> None:
+    """Validate the rule fields of a frozen config in place (floats made float), naming the field.
+
+    Raises:
+        ValueError: ``settle_window`` or ``settle_rank`` not an integer >= 0, a tolerance not a
+            finite number >= 0, or ``0 < settle_window < eval_every`` (a window holds at least two
+            recorded epochs).
+    """
+    for name in ("settle_window", "settle_rank"):
+        v = getattr(config, name)
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            raise ValueError(f"{name} must be an integer >= 0, got {v!r}")
+    for name in ("settle_etf", "settle_wcv", "settle_erank", "settle_gap"):
+        v = getattr(config, name)
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(float(v)) and v >= 0
+        if not ok:
+            raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
+        object.__setattr__(config, name, float(v))
+    w, every = config.settle_window, config.eval_every
+    if 0 < w < every:
+        raise ValueError(
+            f"settle_window must be 0 (no rule) or >= eval_every = {every} (a window holds at least "
+            f"two recorded epochs), got {w}"
+        )
+
+
+#: The config field holding each metric's tolerance.
 _TOLERANCE_FIELDS = {
     "etf_mean": "settle_etf",
     "within_class_relative": "settle_wcv",

@@ -24,6 +24,8 @@ from realdata.training.checkpoint import (
 )
 from realdata.training.config import TrainConfig
 from realdata.training.loop import RunOptions, train_run
+from synthetic.engine.convergence import SettleRule, settle_row
+from synthetic.store.schema import stopped_at
 
 TIMING = ["epoch_seconds", "views_per_second"]
 
@@ -284,3 +286,40 @@ def test_non_finite_run_is_recorded_as_failed(tmp_path, small_digits, monkeypatc
     assert not store.is_done(tmp_path, out.key)
     rec = store.failure(tmp_path, out.key)
     assert rec is not None and rec["epoch"] == 1 and "non-finite" in rec["reason"]
+
+
+# ---------------------------------------------------------------------------------- convergence
+
+
+def test_a_run_with_a_convergence_rule_stops_where_it_settles(tmp_path, small_digits):
+    """The rule stops the run at the first recorded epoch it holds; the rows up to there equal the
+    run without a rule, and the stored result is complete (stop) or whole (budget)."""
+    torch.set_num_threads(1)
+    base = _cfg(method="SCL", estimator="expectation", epochs=8, eval_every=1)
+    free = train_run(base, RunOptions(results=str(tmp_path / "a"), progress=False), dataset=small_digits)
+    loose = dict(
+        settle_window=2, settle_etf=1.0, settle_wcv=1.0, settle_rank=100, settle_erank=100.0, settle_gap=100.0
+    )
+    cfg = base.replace(**loose)
+    assert cfg.key() != base.key()
+    rule = SettleRule.of(cfg)
+    assert rule is not None
+    whole = store.read_result(tmp_path / "a", free.key)
+    rows = whole.to_dict("records")
+    first = next(int(r["epoch"]) for k, r in enumerate(rows) if settle_row(rows[: k + 1], rule)["settled"])
+    out = train_run(cfg, RunOptions(results=str(tmp_path / "b"), progress=False), dataset=small_digits)
+    assert out.status == "done"
+    stored = store.read_result(tmp_path / "b", out.key)
+    assert list(stored["epoch"]) == list(range(first + 1)) and first < 8
+    assert stopped_at(stored) == first
+    same = [c for c in whole.columns if c not in (*TIMING, "run_key") and not c.startswith("settle")]
+    pd.testing.assert_frame_equal(
+        stored[same].reset_index(drop=True), whole[same].iloc[: first + 1].reset_index(drop=True)
+    )
+    # a rule that cannot hold: the run trains its budget, its last row says it did not settle
+    strict = base.replace(**{**loose, "settle_etf": 0.0, "settle_rank": 0})
+    out = train_run(strict, RunOptions(results=str(tmp_path / "c"), progress=False), dataset=small_digits)
+    stored = store.read_result(tmp_path / "c", out.key)
+    assert list(stored["epoch"]) == list(range(9)) and not bool(stored["settled"].iloc[-1])
+    with pytest.raises(ValueError, match="settle_window"):
+        base.replace(settle_window=1, eval_every=2)
