@@ -20,6 +20,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from synthetic.claims.rows import label, setting_columns
@@ -37,6 +38,15 @@ _TOLERANCE = {
     "effective_rank": "settle_erank",
     "gap_to_optimum": "settle_gap",
 }
+
+
+#: The metrics whose last values an undecided setting reports (how far its runs got).
+_WHERE = (
+    ("etf_mean", "etf_mean"),
+    ("within_class_variation", "within_class_variation"),
+    ("rank_1e-2", "rank_1e-2"),
+    ("init_rank_1e-2", "rank_1e-2 at epoch 0"),
+)
 
 
 def _setting_keys(runs: pd.DataFrame, cols: Sequence[str]) -> pd.Series:
@@ -100,6 +110,16 @@ def undecided_subchecks(undecided: pd.DataFrame, cols: Sequence[str]) -> list[re
             ),
             records.Evidence("epochs budget", float(budget.max())),
         ]
+        for metric, text in _WHERE:  # how far the runs got: values at their last epoch, no verdict
+            if metric in g.columns:
+                v = pd.to_numeric(g[metric], errors="coerce").to_numpy(float)
+                sd = float(np.std(v, ddof=1)) if len(v) > 1 else math.nan
+                name = text if metric.startswith("init_") else f"{text} at the last epoch (not settled)"
+                ev.append(
+                    records.Evidence(name, float(np.mean(v)), sd, "std", n=len(v))
+                    if math.isfinite(sd)
+                    else records.Evidence(name, float(np.mean(v)), n=len(v))
+                )
         for metric, field in _TOLERANCE.items():
             col = f"change_{metric}"
             if col not in g.columns:

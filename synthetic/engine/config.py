@@ -127,7 +127,8 @@ class RunConfig:
         settle_window: W, the shortest trailing window (epochs) of the convergence rule; 0 = no
             rule (the run trains ``epochs`` epochs). With W > 0 the run stops at the first recorded
             epoch e at which its scale-free metrics changed by at most their tolerances over the
-            last ``max(W, e // 2)`` epochs, else at ``epochs`` (the budget); W >= ``eval_every``
+            last ``max(W, e // 2)`` epochs (a window holding at least two recorded epochs), else
+            at ``epochs`` (the budget)
             (:mod:`synthetic.engine.convergence`, docs/claims.md#convergence-and-undecided).
         settle_etf: tolerance on the window's change of ``etf_mean`` (default 0.005, a tenth of
             the claims' NC threshold 0.05).

@@ -88,9 +88,8 @@ def check_rule_fields(config: Any) -> None:
     """Validate the rule fields of a frozen config in place (floats made float), naming the field.
 
     Raises:
-        ValueError: ``settle_window`` or ``settle_rank`` not an integer >= 0, a tolerance not a
-            finite number >= 0, or ``0 < settle_window < eval_every`` (a window holds at least two
-            recorded epochs).
+        ValueError: ``settle_window`` or ``settle_rank`` not an integer >= 0, or a tolerance not a
+            finite number >= 0.
     """
     for name in ("settle_window", "settle_rank"):
         v = getattr(config, name)
@@ -102,12 +101,6 @@ def check_rule_fields(config: Any) -> None:
         if not ok:
             raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
         object.__setattr__(config, name, float(v))
-    w, every = config.settle_window, config.eval_every
-    if 0 < w < every:
-        raise ValueError(
-            f"settle_window must be 0 (no rule) or >= eval_every = {every} (a window holds at least "
-            f"two recorded epochs), got {w}"
-        )
 
 
 #: The config field holding each metric's tolerance.

@@ -322,4 +322,4 @@ def test_a_run_with_a_convergence_rule_stops_where_it_settles(tmp_path, small_di
     stored = store.read_result(tmp_path / "c", out.key)
     assert list(stored["epoch"]) == list(range(9)) and not bool(stored["settled"].iloc[-1])
     with pytest.raises(ValueError, match="settle_window"):
-        base.replace(settle_window=1, eval_every=2)
+        base.replace(settle_window=-1)

@@ -139,7 +139,7 @@ def test_the_rule_of_a_config():
     "kwargs, field",
     [
         (dict(settle_window=-1), "settle_window"),
-        (dict(settle_window=1, eval_every=2), "settle_window"),
+        (dict(settle_window=1.5), "settle_window"),
         (dict(settle_window=4, settle_etf=-0.1), "settle_etf"),
         (dict(settle_window=4, settle_gap=float("nan")), "settle_gap"),
         (dict(settle_window=4, settle_rank=0.5), "settle_rank"),
