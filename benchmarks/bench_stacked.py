@@ -45,6 +45,7 @@ import torch
 from synthetic.engine.config import RunConfig
 from synthetic.engine.plan import plan
 from synthetic.engine.train import train_group, train_runs
+from theory.options import ESTIMATORS
 
 #: name -> (config fields, epochs, runs R, small-batch target applies)
 SCENARIOS: dict[str, tuple[dict, int, int, bool]] = {
@@ -127,7 +128,7 @@ def _s1_configs(
 def epoch_seconds(C: int, hidden: int, betas: tuple[float, ...], repeats: int, long: int) -> dict[str, float]:
     """Seconds of one training epoch of one run, per estimator (sweep plan; long minus 1 epoch)."""
     best = {}
-    for est in ("expectation", "sampled"):
+    for est in ESTIMATORS:
         times = {}
         for epochs in (1, long):
             cfgs = _s1_configs(C, hidden, betas, est, epochs)

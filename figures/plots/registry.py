@@ -40,6 +40,7 @@ from collections.abc import Sequence
 from figures.plots import (
     fig_batch_size,
     fig_conditions,
+    fig_convergence,
     fig_gram,
     fig_harris,
     fig_hucl_nc,
@@ -65,6 +66,7 @@ MODULES = (
     fig_spectrum,
     fig_conditions,
     fig_within_class,
+    fig_convergence,
     fig_ncm,
     fig_normalization,
     fig_vs_beta,

@@ -89,13 +89,12 @@ def judge(table: pd.DataFrame, *, results: str = "results", scale: str = "defaul
             runs = run_summary(rows)
             decided, undecided = split(runs)
             if len(undecided):  # a verdict reads settled runs only
-                budget = int(pd.to_numeric(undecided["final_epoch"], errors="coerce").max())
                 verdict, ev, subs, notes = undecided_record(
                     JUDGES[cid](decided, crit) if len(decided) else None,
                     decided,
                     undecided,
                     varying(runs),
-                    continue_command(grid, 2 * max(budget, 1), results=results, scale=sc),
+                    continue_command(undecided, grid, results=results, scale=sc),
                 )
             else:
                 verdict, ev, subs, notes = JUDGES[cid](runs, crit)

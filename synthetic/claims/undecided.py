@@ -72,11 +72,21 @@ def split(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     return runs[~mask].reset_index(drop=True), runs[mask].reset_index(drop=True)
 
 
-def continue_command(grid: str, epochs: int, *, results: str, scale: str) -> str:
-    """The command that trains a grid's runs again with a budget of ``epochs`` epochs and judges them."""
+def continue_command(undecided: pd.DataFrame, grid: str, *, results: str, scale: str) -> str:
+    """The command that trains a grid's runs with twice the budget of its undecided runs, and judges.
+
+    ``--epochs 2E`` (E the largest final epoch of the undecided runs), or ``--set max_steps=2S``
+    for a grid whose runs have a step budget (claim R5: batch sizes compared at equal steps).
+    """
     sc = "" if scale == "default" else f" --scale {scale}"
+    steps = pd.to_numeric(undecided.get("max_steps", pd.Series(dtype=float)), errors="coerce").max()
+    if pd.notna(steps) and steps > 0:
+        budget = f"--set max_steps={2 * int(steps)}"
+    else:
+        last = pd.to_numeric(undecided["final_epoch"], errors="coerce").max()
+        budget = f"--epochs {2 * max(int(last), 1)}"
     return (
-        f"python -m synthetic sweep {grid}{sc} --epochs {epochs} --results {results} "
+        f"python -m synthetic sweep {grid}{sc} {budget} --results {results} "
         f"&& python -m synthetic claims {results}"
     )
 

@@ -27,6 +27,8 @@ def _metrics(rng: np.random.Generator, beta: float, norm: str, ep: int, family: 
         "effective_rank": 9.0 - 2 * floor - decay * rng.random(),
         "spectrum_min": -1 - 5 * floor - rng.random(),
         "ncm_acc": 0.1 + 0.8 * (1 - decay),
+        "rank_1e-2": 3.0 if not bad else max(1.0, 3.0 - round(2 * t)),
+        "settled": bool(ep == EPOCHS[-1] and not bad),  # the convergence rule held at the last row
     }
 
 

@@ -33,6 +33,9 @@ PINNED: dict[str, tuple[str, ...]] = {
     # docs/metrics.md: spectrum_min = log(sigma_r / sigma_1), r = min(C - 1, d)
     "near_nc_init": (ETF, "log(σ_min / σ_max)"),
     "batch_size": (ETF, WCV),
+    # docs/metrics.md#numerical-ranks-rank_1e-2-and-rank_1e-4 over the min(C - 1, d) ETF dimensions;
+    # docs/claims.md#synthetic-claims: NC threshold etf_mean < 0.05, DC fraction 0.8
+    "convergence": (ETF, "rank_1e-2 / min(C − 1, d)", "NC threshold 0.05", "DC guide 0.8"),
     # docs/hcl.md#convex-gram-programs: G is the Gram matrix of the unit class representations
     "gram_etf": ("G[c, c′] = u_c · u_c′", "class c", "class c′"),
     # docs/hcl.md: the Harris gap E[psi(hard)] - E[psi(base)] >= 0 under the exponential tilt
