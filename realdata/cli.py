@@ -325,9 +325,9 @@ def config_from_args(args: argparse.Namespace, device: str) -> tuple[TrainConfig
     return cfg, init_path
 
 
-def _settle_tolerances(items: list[str]) -> dict[str, float]:
+def _settle_tolerances(items: list[str]) -> dict[str, Any]:
     """``--settle-tol settle_etf=0.005 ...`` as config fields (ValueError naming a bad item)."""
-    out: dict[str, float] = {}
+    out: dict[str, Any] = {}
     for item in items:
         name, sep, value = item.partition("=")
         if not sep or name not in SETTLE_FIELDS or name == "settle_window":

@@ -422,8 +422,8 @@ def _check_unrecorded(data: bytes, key: str) -> str:
         first = body[0]
         stopped = None
         if SETTLED in header:  # a run its convergence rule stopped: complete up to that epoch
-            last = max(body, key=lambda r: int(r[ei]))
-            stopped = int(last[ei]) if is_true(last[header.index(SETTLED)]) else None
+            final_row = max(body, key=lambda r: int(r[ei]))
+            stopped = int(final_row[ei]) if is_true(final_row[header.index(SETTLED)]) else None
         want = expected_epochs(
             {
                 "epochs": int(float(first[header.index("epochs")])),
