@@ -24,20 +24,11 @@ import numpy as np
 import pandas as pd
 
 from synthetic.claims.rows import label, setting_columns
+from synthetic.engine.convergence import TOLERANCE_FIELDS
 from synthetic.store.schema import SETTLED
 from theory import claims as records
 
 __all__ = ["split", "undecided_subchecks", "undecided_record", "continue_command"]
-
-#: The watched metrics with the config field of their tolerance (synthetic.engine.convergence).
-_TOLERANCE = {
-    "etf_mean": "settle_etf",
-    "within_class_relative": "settle_wcv",
-    "rank_1e-2": "settle_rank",
-    "rank_1e-4": "settle_rank",
-    "effective_rank": "settle_erank",
-    "gap_to_optimum": "settle_gap",
-}
 
 
 #: The metrics whose last values an undecided setting reports (how far its runs got).
@@ -130,7 +121,7 @@ def undecided_subchecks(undecided: pd.DataFrame, cols: Sequence[str]) -> list[re
                     if math.isfinite(sd)
                     else records.Evidence(name, float(np.mean(v)), n=len(v))
                 )
-        for metric, field in _TOLERANCE.items():
+        for metric, field in TOLERANCE_FIELDS.items():
             col = f"change_{metric}"
             if col not in g.columns:
                 continue

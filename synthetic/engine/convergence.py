@@ -51,6 +51,7 @@ __all__ = [
     "SETTLE_FIELDS",
     "check_rule_fields",
     "SETTLE_METRICS",
+    "TOLERANCE_FIELDS",
     "SETTLE_COLUMNS",
     "SETTLED",
     "SettleRule",
@@ -104,7 +105,7 @@ def check_rule_fields(config: Any) -> None:
 
 
 #: The config field holding each metric's tolerance.
-_TOLERANCE_FIELDS = {
+TOLERANCE_FIELDS = {
     "etf_mean": "settle_etf",
     "within_class_relative": "settle_wcv",
     "rank_1e-2": "settle_rank",
@@ -149,7 +150,7 @@ class SettleRule:
         window = int(getattr(config, "settle_window", 0) or 0)
         if window <= 0:
             return None
-        tol = {m: float(getattr(config, f)) for m, f in _TOLERANCE_FIELDS.items()}
+        tol = {m: float(getattr(config, f)) for m, f in TOLERANCE_FIELDS.items()}
         if getattr(config, "normalization", "none") == "none":
             del tol["gap_to_optimum"]
         return cls(window, tol)
