@@ -20,6 +20,12 @@ and its last epoch is cut short; the ``steps`` column counts the mini-batches dr
 order. Mini-batches: a fresh permutation per epoch (``"order"`` stream), ``N // batch_size``
 steps (drop_last, as the authors' loader).
 
+**Convergence.** A run with a convergence rule (``settle_window > 0``,
+:mod:`synthetic.engine.convergence`) is judged at every recorded epoch; at the first one where the
+rule holds its row gets ``settled`` true and the run stops: it draws nothing and is not updated
+again (the other runs of its stack go on; the stack ends when every run has stopped or the budget
+is spent). A run whose rule never holds trains its budget and ends with ``settled`` false.
+
 **Skipped steps.** A supervised (SCL/HSCL) mini-batch holding a single class leaves every
 anchor without negatives: that run skips the step (no draw, no update, no loss), while the other
 runs of the stack proceed; the epoch's ``loss`` averages the executed steps and

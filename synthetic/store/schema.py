@@ -32,6 +32,7 @@ __all__ = [
     "expected_epochs",
     "SETTLED",
     "stopped_at",
+    "is_true",
     "encode_class_means",
     "decode_class_means",
     "config_columns",
