@@ -151,6 +151,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="also rerun the runs recorded as failed by an earlier sweep (RESULTS/<grid>/failures/); "
         "without it they are reported and left alone",
     )
+    s.add_argument(
+        "--no-estimate",
+        action="store_true",
+        help="do not measure and print the sweep's cost before it starts (by default each task is "
+        "trained for 0, 1 and 2 epochs and the line 'cost estimate: ... core-hours ..., about ... "
+        "wall on N worker(s)' is printed; an upper bound when runs settle early)",
+    )
     cl = s.add_argument_group(
         "cluster",
         "Run on a dask cluster started here: --cluster slurm submits SLURM jobs through dask-jobqueue "
@@ -442,6 +449,7 @@ def _sweep(args) -> int:
                 progress=bar,
                 threads=args.threads,
                 retry_failed=args.retry_failed,
+                estimate=not args.no_estimate,
                 wait=False if args.wait is None else (True if args.wait < 0 else args.wait),
             )
             print(summary.format(), flush=True)

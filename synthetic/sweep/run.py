@@ -57,6 +57,7 @@ from synthetic.store.schema import stopped_at
 from synthetic.store.summary import format_summary, summarize
 from synthetic.store.tables import load_table, table_is_current, write_table
 from synthetic.sweep.backends import dask_results, local_results
+from synthetic.sweep.cost import estimate as estimate_cost
 from synthetic.sweep.errors import SweepInterrupted, TerminationRequested
 from synthetic.sweep.grids import Grid, load_grid
 from synthetic.sweep.progress import SweepProgress
@@ -243,6 +244,7 @@ def run_sweep(
     write_table: bool = True,
     threads: int | None = 1,
     retry_failed: bool = False,
+    estimate: bool = False,
     wait: bool | float = False,
 ) -> SweepSummary:
     """Run every not-yet-stored run of a sweep and store each one atomically as it finishes.
@@ -275,6 +277,8 @@ def run_sweep(
             do not depend on ``n_jobs``); None leaves the worker's setting alone.
         retry_failed: also rerun the runs that have a failure record from an earlier sweep
             (default: report them and leave them alone: a diverging run diverges again).
+        estimate: before training, measure and print the sweep's cost (core-hours and wall time on
+            the workers, :mod:`synthetic.sweep.cost`; ``python -m synthetic sweep`` does).
         wait: when another sweep holds the folder's lock: False stops at once
             (:class:`synthetic.store.errors.StoreLocked`), True waits, a number waits that many seconds.
 
@@ -327,6 +331,7 @@ def run_sweep(
                 write_table=write_table,
                 threads=threads,
                 retry_failed=retry_failed,
+                estimate=estimate,
             ),
         )
     finally:
@@ -374,6 +379,11 @@ def _sweep_locked(
     tasks = _make_tasks(pending, configs, trainer.plan if opt["stack"] else None)
     if not opt["stack"]:
         trainer = Trainer(trainer.run)
+    if opt["estimate"] and tasks:
+        train = trainer.train_stack or (lambda cs: [trainer.run(c) for c in cs])
+        workers = max(1, opt["n_jobs"] if opt["n_jobs"] > 0 else (os.cpu_count() or 1))
+        cost = estimate_cost(tasks, train, jobs=workers, threads=opt["threads"] or 1)
+        print(cost.text(), file=bar.stream, flush=True)
     by_key = {c.key(): c for c in pending}
     failures: dict[str, dict] = {}
     n_done = 0

@@ -1,0 +1,82 @@
+"""Tests of synthetic/sweep/cost.py: the probe's three costs, the task cost, the makespan."""
+
+from __future__ import annotations
+
+import itertools
+import time
+
+import pytest
+
+from synthetic.engine.config import RunConfig
+from synthetic.store.schema import recorded_epochs
+from synthetic.sweep.cost import TaskCost, estimate, makespan, probe_task
+
+S, V, T = 0.06, 0.04, 0.01  # seconds: set-up, one evaluation, one optimisation step of the fake trainer
+
+
+def _fake_train(configs):
+    """Sleeps like a task: set-up, one evaluation per recorded epoch, T per optimisation step."""
+    c = configs[0]
+    assert all(x.settle_window == 0 and x.init == "random" for x in configs)
+    time.sleep(S + V * len(recorded_epochs(c.num_epochs, c.eval_every)) + T * c.num_steps)
+
+
+def test_the_probe_recovers_setup_evaluation_and_epoch():
+    cfg = RunConfig(num_classes=4, n_per_class=4, batch_size=8, epochs=80, eval_every=8, settle_window=16)
+    assert cfg.steps_per_epoch == 2
+    got = probe_task([cfg, cfg.replace(seed=1)], _fake_train)
+    assert got.setup == pytest.approx(S, abs=0.02)
+    assert got.evaluation == pytest.approx(V, abs=0.02)
+    assert got.step == pytest.approx(T, abs=0.003)
+    assert got.steps == 160 and got.records == len(recorded_epochs(80, 8)) == 11
+    assert got.seconds == pytest.approx(got.setup + 11 * got.evaluation + 160 * got.step)
+    with pytest.raises(ValueError, match="steps"):
+        probe_task([cfg], _fake_train, steps=0)
+
+
+def test_a_near_nc_task_adds_its_sources_training():
+    cfg = RunConfig(num_classes=4, n_per_class=4, epochs=10, eval_every=5, init="nc", init_epochs=30)
+    got = probe_task([cfg, cfg.replace(method="HSCL", beta=2.0)], _fake_train)  # one source
+    plain = probe_task(
+        [cfg.replace(init="random"), cfg.replace(init="random", method="HSCL", beta=2.0)], _fake_train
+    )
+    assert got.setup - plain.setup == pytest.approx(30 * T / 2, abs=0.05)
+
+
+def _lpt_reference(costs, jobs):
+    """Longest first, each to the worker with the least load so far (lowest index on ties)."""
+    loads = [0.0] * jobs
+    for c in sorted(costs, reverse=True):
+        i = min(range(jobs), key=lambda k: (loads[k], k))
+        loads[i] += c
+    return max(loads)
+
+
+@pytest.mark.parametrize("jobs", [1, 2, 3, 5])
+def test_makespan_is_the_longest_first_schedule(jobs):
+    for costs in ([3, 3, 2, 2, 2], [5.0], [], [1, 2, 3, 4, 5, 6, 7], [0.5] * 9):
+        assert makespan(costs, jobs) == pytest.approx(_lpt_reference(costs, jobs) if costs else 0.0)
+    # never below the optimum nor above the optimum's 4/3 (Graham's bound for this order)
+    costs = [7, 5, 4, 4, 3, 3, 2]
+    best = min(
+        max(sum(c for c, w in zip(costs, ws, strict=True) if w == k) for k in range(2))
+        for ws in itertools.product(range(2), repeat=len(costs))
+    )
+    assert best <= makespan(costs, 2) <= 4 / 3 * best
+    with pytest.raises(ValueError, match="jobs"):
+        makespan([1.0], 0)
+
+
+def test_estimate_sums_tasks_and_says_what_it_measured():
+    cfg = RunConfig(num_classes=4, n_per_class=4, epochs=4, eval_every=2)
+    tasks = [[cfg], [cfg.replace(seed=1)], [cfg.replace(seed=2)]]
+    got = estimate(tasks, _fake_train, jobs=2, threads=1)
+    one = S + len(recorded_epochs(4, 2)) * V + 4 * T  # full batch: 4 steps
+    assert got.core_seconds == pytest.approx(3 * one, rel=0.3)
+    assert got.wall_seconds == pytest.approx(2 * one, rel=0.3)
+    assert got.tasks == 3 and got.probed == 1 and got.jobs == 2 and got.probe_seconds > 0  # one shape
+    other = estimate([[cfg], [cfg.replace(n_per_class=5)]], _fake_train, jobs=1, threads=1)
+    assert other.probed == 2 and other.wall_seconds == pytest.approx(other.core_seconds)
+    text = got.text()
+    assert text.startswith("cost estimate: ") and "core-hours" in text and "on 2 worker(s)" in text
+    assert TaskCost(1.0, 0.5, 0.25, 8, 3).seconds == 1.0 + 3 * 0.5 + 8 * 0.25
