@@ -277,8 +277,10 @@ def run_sweep(
             do not depend on ``n_jobs``); None leaves the worker's setting alone.
         retry_failed: also rerun the runs that have a failure record from an earlier sweep
             (default: report them and leave them alone: a diverging run diverges again).
-        estimate: before training, measure and print the sweep's cost (core-hours and wall time on
-            the workers, :mod:`synthetic.sweep.cost`; ``python -m synthetic sweep`` does).
+        estimate: before training, measure and print (to stdout) the sweep's cost (core-hours and
+            wall time on the workers, :mod:`synthetic.sweep.cost`; ``python -m synthetic sweep``
+            does): local sweeps of the engine only (not with an injected ``trainer``, a scheduler
+            or a cluster, whose workers this machine cannot time).
         wait: when another sweep holds the folder's lock: False stops at once
             (:class:`synthetic.store.errors.StoreLocked`), True waits, a number waits that many seconds.
 
@@ -377,13 +379,14 @@ def _sweep_locked(
     # resolved here, not in the workers, so that they run what this process would run
     trainer = opt["trainer"] or engine_trainer()
     tasks = _make_tasks(pending, configs, trainer.plan if opt["stack"] else None)
+    remote = opt["cluster"] is not None or opt["scheduler"] is not None
+    stacked_trainer = trainer.train_stack  # the engine's; a runner-only Trainer (tests) has none
+    if opt["estimate"] and tasks and opt["trainer"] is None and stacked_trainer is not None and not remote:
+        workers = max(1, opt["n_jobs"] if opt["n_jobs"] > 0 else (os.cpu_count() or 1))
+        cost = estimate_cost(tasks, stacked_trainer, jobs=workers, threads=opt["threads"] or 1)
+        print(cost.text(), flush=True)
     if not opt["stack"]:
         trainer = Trainer(trainer.run)
-    if opt["estimate"] and tasks:
-        train = trainer.train_stack or (lambda cs: [trainer.run(c) for c in cs])
-        workers = max(1, opt["n_jobs"] if opt["n_jobs"] > 0 else (os.cpu_count() or 1))
-        cost = estimate_cost(tasks, train, jobs=workers, threads=opt["threads"] or 1)
-        print(cost.text(), file=bar.stream, flush=True)
     by_key = {c.key(): c for c in pending}
     failures: dict[str, dict] = {}
     n_done = 0

@@ -87,18 +87,18 @@ def test_quick_grid_sweep_summary_and_claims(tmp_path, capsys):
     assert r.returncode == 0, r.stderr[-3000:]
     assert "4 runs" in r.stdout and "±" in r.stdout
     # the cost is measured and printed before training (synthetic.sweep.cost)
-    assert "cost estimate: " in r.stderr and "core-hours" in r.stderr and "on 1 worker(s)" in r.stderr
+    assert "cost estimate: " in r.stdout and "core-hours" in r.stdout and "on 1 worker(s)" in r.stdout
     table = tables.read_table(res / "s1_scl_hscl_nc")
     assert set(zip(table["method"], table["beta"])) == {("SCL", 0.0), ("HSCL", 2.0)}
     assert set(table["seed"]) == {0, 1} and set(table["lr"]) == {0.05} and len(table) == 4 * 3
     # in-process: the same command again skips everything; summary and claims print
     assert main(args) == 0
     cap = capsys.readouterr()
-    assert "0 run now" in cap.out and "cost estimate" not in cap.err  # nothing to train, nothing to probe
+    assert "0 run now" in cap.out and "cost estimate" not in cap.out  # nothing to train, nothing to probe
     other = [a if a != str(res) else str(tmp_path / "other") for a in args]
     assert main([*other, "--no-estimate"]) == 0
     cap = capsys.readouterr()
-    assert "4 run now" in cap.out and "cost estimate" not in cap.err
+    assert "4 run now" in cap.out and "cost estimate" not in cap.out
     assert main(["summary", str(res / "s1_scl_hscl_nc")]) == 0
     out = capsys.readouterr().out
     assert "etf_mean" in out and "HSCL" in out
