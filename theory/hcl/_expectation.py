@@ -84,7 +84,9 @@ class _ExpectedPsi(torch.autograd.Function):
         if blocked is not None:
             S.view(-1).index_fill_(0, blocked, float("-inf"))
         M = S.amax(dim=1, keepdim=True)
-        M.nan_to_num_(neginf=0.0)  # rows without any allowed column: -inf -> 0
+        # a row without any allowed column has no pair (its max is -inf, never read): shift it by 0
+        # so that it stays finite; a NaN (non-finite input) is left to propagate
+        M.masked_fill_(M == float("-inf"), 0.0)
         D = S.sub_(M)
         c = beta + 1.0 / tau
         if count is not None:  # beta == 0: a_i = number of allowed negatives

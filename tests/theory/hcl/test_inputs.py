@@ -335,3 +335,20 @@ def test_module_without_checks(monkeypatch):
     got = m(z, y)
     monkeypatch.undo()
     assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize("case", ["expectation", "expectation beta=0", "per-run beta", "anchor_mean"])
+def test_a_non_finite_embedding_without_checks_gives_nan_not_a_number(case):
+    """check_inputs=False skips the check, not the arithmetic: a NaN in z reaches the loss of every
+    run it touches and its gradient, never a finite value that hides it (the row shift of the
+    expectation estimator only replaces the -inf of a row without any allowed column)."""
+    z, y = _batch(B=12)
+    bad = z.clone()
+    bad[3, 0] = float("nan")
+    z2 = torch.stack([z, bad]).requires_grad_(True)
+    y2 = torch.stack([y, y])
+    got = contrastive_loss(z2, y2, check_inputs=False, **FORWARDS[case])  # (R,): one loss per run
+    assert got.shape == (2,)
+    assert torch.isnan(got[1]).all() and torch.isfinite(got[0]).all()
+    got.sum().backward()
+    assert torch.isfinite(z2.grad[0]).all() and torch.isnan(z2.grad[1]).any()
