@@ -20,10 +20,9 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
-from synthetic.claims.rows import label, setting_columns
+from synthetic.claims.rows import aggregate, evidence, label, setting_columns
 from synthetic.engine.convergence import TOLERANCE_FIELDS
 from synthetic.store.schema import SETTLED
 from theory import claims as records
@@ -33,9 +32,9 @@ __all__ = ["split", "undecided_subchecks", "undecided_record", "continue_command
 
 #: The metrics whose last values an undecided setting reports (how far its runs got).
 _WHERE = (
-    ("etf_mean", "etf_mean"),
-    ("within_class_variation", "within_class_variation"),
-    ("rank_1e-2", "rank_1e-2"),
+    ("etf_mean", "etf_mean at the last epoch (not settled)"),
+    ("within_class_variation", "within_class_variation at the last epoch (not settled)"),
+    ("rank_1e-2", "rank_1e-2 at the last epoch (not settled)"),
     ("init_rank_1e-2", "rank_1e-2 at epoch 0"),
 )
 
@@ -111,16 +110,8 @@ def undecided_subchecks(undecided: pd.DataFrame, cols: Sequence[str]) -> list[re
             ),
             records.Evidence("epochs budget", float(budget.max())),
         ]
-        for metric, text in _WHERE:  # how far the runs got: values at their last epoch, no verdict
-            if metric in g.columns:
-                v = pd.to_numeric(g[metric], errors="coerce").to_numpy(float)
-                sd = float(np.std(v, ddof=1)) if len(v) > 1 else math.nan
-                name = text if metric.startswith("init_") else f"{text} at the last epoch (not settled)"
-                ev.append(
-                    records.Evidence(name, float(np.mean(v)), sd, "std", n=len(v))
-                    if math.isfinite(sd)
-                    else records.Evidence(name, float(np.mean(v)), n=len(v))
-                )
+        seeds = aggregate(g, []).iloc[0]  # how far the runs got: seed mean ± std, no verdict
+        ev += [evidence(seeds, metric, text) for metric, text in _WHERE if f"{metric}_mean" in seeds.index]
         for metric, field in TOLERANCE_FIELDS.items():
             col = f"change_{metric}"
             if col not in g.columns:

@@ -64,7 +64,7 @@ def expected_of(config: Any, stopped: int | None = None) -> list[int] | None:
     except (AttributeError, KeyError, TypeError):
         return None
     # a "stop" off the schedule is no stop: the frame is then checked against the whole schedule
-    return full if stopped is None or stopped not in full else [e for e in full if e <= stopped]
+    return full if stopped is None or stopped not in full else schema.expected_epochs(config, stopped)
 
 
 def _check_frame(k: str, f: Any, config: Any) -> None:
