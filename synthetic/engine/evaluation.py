@@ -149,8 +149,14 @@ class Evaluator:
         has_test = not self.free and datas[0].x_test.shape[0] > 0
         self.Xt = torch.stack([d.x_test for d in datas]) if has_test else None
 
-    def rows(self, epoch: int, steps: int, loss: list[float], skipped: list[int]) -> list[dict]:
-        """One metric row per run at ``epoch`` (``steps`` drawn so far; the epoch's mean ``loss``)."""
+    def rows(
+        self, epoch: int, steps: int, loss: list[float], skipped: list[int], active: list[bool] | None = None
+    ) -> list[dict | None]:
+        """One metric row per run at ``epoch`` (``steps`` drawn so far; the epoch's mean ``loss``).
+
+        ``active``: the runs that need a row (default all); the others (runs stopped by their
+        convergence rule) get None and cost no metric row.
+        """
         cfgs, m, R = self.configs, self.model, len(self.configs)
         device = self.Y.device
         with torch.no_grad():
@@ -187,8 +193,11 @@ class Evaluator:
                 ).tolist()
             else:
                 full = [math.nan] * R
-        out = []
+        out: list[dict | None] = []
         for r, c in enumerate(cfgs):
+            if active is not None and not active[r]:
+                out.append(None)
+                continue
             d = self.datas[r]
             metrics = metric_row(z[r], d.y_train, c.num_classes, None if zt is None else zt[r], d.y_test)
             row: dict[str, Any] = {

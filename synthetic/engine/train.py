@@ -281,6 +281,7 @@ def _train(
             stopped[r] = row["settled"]
 
     for r, row in enumerate(ev.rows(0, 0, [math.nan] * R, [0] * R)):
+        assert row is not None  # every run is active at epoch 0
         record(r, row)
     drawn = 0
     for epoch in _progress(range(1, epochs + 1), progress, f"{R} run(s)", epochs):
@@ -352,8 +353,9 @@ def _train(
                 math.nan if was_stopped[r] else float(total_cpu[r]) / (n_steps - n_skipped[r])
                 for r in range(R)
             ]
-            for r, row in enumerate(ev.rows(epoch, drawn, mean_loss, n_skipped)):
-                if not was_stopped[r]:
+            active = [not s for s in was_stopped]
+            for r, row in enumerate(ev.rows(epoch, drawn, mean_loss, n_skipped, active)):
+                if row is not None:
                     record(r, row)
     return [_assemble(c, rec) for c, rec in zip(configs, records, strict=True)], smodel
 
