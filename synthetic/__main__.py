@@ -298,9 +298,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser(
         "claims",
-        help="judge claims S1-S4 and R5 from claim-grid results",
-        description="Evaluate claims S1-S4, R5 (docs/claims.md) from DIR/<grid>/ "
-        "folders written by the shipped claim grids; prints numbers with seed spread.",
+        help="judge claims S1-S4, R4 and R5 from claim-grid results",
+        description="Evaluate claims S1-S4, R4, R5 (docs/claims.md) from DIR/<grid>/ "
+        "folders written by the shipped claim grids; prints numbers with seed spread. A verdict "
+        "reads runs that settled under their grid's convergence rule; a claim with an unsettled "
+        "setting is UNDECIDED and names the command that continues it "
+        "(docs/claims.md#convergence-and-undecided).",
     )
     c.add_argument("dir", metavar="DIR", help="results folder holding the claim grids' folders")
     c.add_argument("--details", action="store_true", help="also print the per-setting table")
