@@ -22,7 +22,7 @@ stages (one progress bar across all of them; one-line progress messages when std
              cached file has a completeness record (rows, sha256); a truncated, empty, garbage or
              unrecorded one is named in the stage's line, moved to the entry's quarantine/ folder
              and recomputed
-  synthetic  trains the synthetic claim grids of S1-S4, R4, R5 at the chosen scale into
+  synthetic  trains the synthetic claim grids of S1-S4, R1s-R3s, R4, R5 at the chosen scale into
              RESULTS/synthetic/<grid>[-<scale>] (as `python -m synthetic sweep GRID --results
              RESULTS/synthetic` does; stored runs are never trained again), then the synthetic
              package judges every stored scale; the figures draw, per grid, the largest scale stored

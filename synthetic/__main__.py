@@ -89,7 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m synthetic",
         description="Synthetic contrastive-learning experiments (latent-class data, Adam): "
-        "resumable sweeps, seed summaries and the verdicts of claims S1-S4 and R5.",
+        "resumable sweeps, seed summaries and the verdicts of claims S1-S4, R1s-R3s (the synthetic "
+        "analogues of R1-R3), R4 and R5.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=__doc__.split("Examples::", 1)[1],
     )
@@ -298,8 +299,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser(
         "claims",
-        help="judge claims S1-S4, R4 and R5 from claim-grid results",
-        description="Evaluate claims S1-S4, R4, R5 (docs/claims.md) from DIR/<grid>/ "
+        help="judge claims S1-S4, R1s-R3s, R4 and R5 from claim-grid results",
+        description="Evaluate claims S1-S4, R1s-R3s (the synthetic analogues of the CIFAR claims "
+        "R1-R3, the project's design: never a verdict on those), R4, R5 (docs/claims.md) from DIR/<grid>/ "
         "folders written by the shipped claim grids; prints numbers with seed spread. A verdict "
         "reads runs that settled under their grid's convergence rule; a claim with an unsettled "
         "setting is UNDECIDED and names the command that continues it "

@@ -1,6 +1,6 @@
 """Producers of the synthetic stage: the claim grids, trained or reused, their tables and records.
 
-:func:`run_synthetic` runs (or reuses) the grids of S1-S4, R4, R5 at a scale through the synthetic
+:func:`run_synthetic` runs (or reuses) the grids of S1-S4, R1s-R3s, R4, R5 at a scale through the synthetic
 package's sweep; :func:`load_synthetic` reads every stored run; :func:`spectrum_table` decodes the
 class means into the spectrum table; :func:`synthetic_claims` returns the synthetic package's own
 records and :func:`synthetic_criteria` the declared criteria.
@@ -48,8 +48,8 @@ def synthetic_folder(results: str | os.PathLike) -> Path:
 
 
 def _claim_grids(scale: str) -> list[Any]:
-
-    return [load_grid(name, scale=scale) for name in CLAIM_GRIDS.values()]
+    # each grid once: R1s, R2s and R3s share r1r3_analogue
+    return [load_grid(name, scale=scale) for name in dict.fromkeys(CLAIM_GRIDS.values())]
 
 
 def synthetic_runs(scale: str = "default") -> int:
@@ -178,7 +178,7 @@ def load_synthetic(results: str | os.PathLike) -> pd.DataFrame:
 def synthetic_claims(
     table: pd.DataFrame, *, results: str | os.PathLike = "results", scale: str = "default"
 ) -> list[claims.Claim]:
-    """Claims S1-S4, R4 and R5 as the synthetic package judges them (``synthetic.claims.records.judge``).
+    """Claims S1-S4, R1s-R3s, R4, R5 as the synthetic package judges them (``synthetic.claims.records.judge``).
 
     Each record comes straight from its producer: verdict, evidence with seed spread, one
     sub-check per setting, the setting, the criterion declared in the grid file and the command

@@ -1,6 +1,6 @@
 """Trajectories of every synthetic setting: does NC arrive, does DC deepen or recover, has it settled?
 
-One row of panels per claim grid (S1-S4, R4, R5; its largest stored scale): ``etf_mean`` (left,
+One row of panels per claim grid (S1-S4, R1s-R3s, R4, R5; its largest stored scale): ``etf_mean`` (left,
 logarithmic) and the numerical rank ``rank_1e-2`` of the centred class means as a fraction of the
 ``min(C - 1, d)`` dimensions a simplex ETF needs (right) against the epoch, one line per setting
 (a grid point less its seed: seed means). A setting whose seeds all **settled** under the grid's
@@ -27,7 +27,7 @@ from figures.plots.spec import FigureSpec, TableNeed
 COLUMNS = ("grid", "run_key", "epoch", "etf_mean", "rank_1e-2", "num_classes")
 
 #: The claim each shipped grid judges (its name's first token), in report order.
-_ORDER = ("s1", "s2", "s3", "s4", "r4", "r5")
+_ORDER = ("s1", "s2", "s3", "s4", "r1", "r4", "r5")  # r1: r1r3_analogue (R1s-R3s)
 
 #: etf_mean (docs/metrics.md#etf_mean-and-etf_max).
 ETF_LABEL = "mean | cos(μ_c, μ_c′) + 1/(C−1) |"
@@ -145,7 +145,7 @@ FIGURES = (
     FigureSpec(
         id="convergence",
         title="Training trajectories of every synthetic setting, and whether they settled",
-        claims=("S1", "S2", "S3", "S4", "R4", "R5"),
+        claims=("S1", "S2", "S3", "S4", "R1s", "R2s", "R3s", "R4", "R5"),
         needs=(TableNeed("synthetic", COLUMNS, ("settled", "d", "seed")),),
         render=render,
         check=check,

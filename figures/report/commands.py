@@ -27,6 +27,9 @@ SYNTHETIC_GRIDS = {
     "S2": "s2_ucl_positives",
     "S3": "s3_hucl_beta",
     "S4": "s4_no_normalisation",
+    "R1s": "r1r3_analogue",
+    "R2s": "r1r3_analogue",
+    "R3s": "r1r3_analogue",
     "R4": "r4_near_nc",
     "R5": "r5_batch_size",
 }

@@ -1,5 +1,8 @@
 """The verdict rules of the synthetic claims S1, S2, S3, S4, R4, R5 (one function per claim).
 
+:data:`JUDGES` also holds those of R1s, R2s, R3s, the synthetic analogues of R1-R3
+(:mod:`synthetic.claims.judges_analogue`).
+
 Each judge takes a run summary of its grid's runs (:func:`synthetic.claims.rows.run_summary`) and the
 grid's ``[claim]`` table (its thresholds and texts, declared before the runs) and returns
 ``(verdict, evidence, subchecks, notes)`` for a ``theory.claims.Claim``. The rules are those
@@ -16,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from synthetic.claims.judges_analogue import judge_r1s, judge_r2s, judge_r3s
 from synthetic.claims.rows import (
     LABEL_ORDER,
     aggregate,
@@ -24,7 +28,9 @@ from synthetic.claims.rows import (
     is_nc,
     label,
     mean_std,
+    pooled_std,
     rank_column,
+    spearman,
     varying,
     with_available,
 )
@@ -234,20 +240,7 @@ def judge_s2(runs: pd.DataFrame, crit: dict[str, Any]) -> Result:
 # ------------------------------------------------------------------------------ S3
 
 
-def _pooled(stds: Sequence[float]) -> float:
-    v = [float(x) for x in stds if math.isfinite(float(x))]
-    return float(np.sqrt(np.mean(np.square(v)))) if v else 0.0
-
-
-def _spearman(x: Sequence[float], y: Sequence[float]) -> float:
-    from scipy.stats import spearmanr
-
-    xa, ya = np.asarray(x, float), np.asarray(y, float)
-    if len(xa) < 2 or np.ptp(ya) == 0:
-        return 0.0
-    if len(xa) == 2:
-        return float(np.sign(ya[-1] - ya[0]))
-    return float(spearmanr(xa, ya).statistic)
+_pooled, _spearman = pooled_std, spearman
 
 
 def judge_s3(runs: pd.DataFrame, crit: dict[str, Any]) -> Result:
@@ -561,6 +554,9 @@ JUDGES: dict[str, Callable[[pd.DataFrame, dict[str, Any]], Result]] = {
     "S2": judge_s2,
     "S3": judge_s3,
     "S4": judge_s4,
+    "R1s": judge_r1s,
+    "R2s": judge_r2s,
+    "R3s": judge_r3s,
     "R4": judge_r4,
     "R5": judge_r5,
 }

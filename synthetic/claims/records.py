@@ -1,4 +1,4 @@
-"""The synthetic claims as ``theory.claims`` records: S1, S2, S3, S4, R4, R5.
+"""The synthetic claims as ``theory.claims`` records: S1, S2, S3, S4, R1s, R2s, R3s, R4, R5.
 
 Each claim is judged from the runs of its grid (:mod:`synthetic.claims.criteria`) with the
 criteria declared in that grid file's ``[claim]`` table before the runs, by the rule of
@@ -55,7 +55,9 @@ def _scale(folder: str, grid: str) -> str:
 
 
 def judge(table: pd.DataFrame, *, results: str = "results", scale: str = "default") -> list[records.Claim]:
-    """Records of S1, S2, S3, S4, R4, R5 from a table of grid folders (a ``grid`` column).
+    """Records of S1-S4, R1s-R3s, R4, R5 from a table of grid folders (a ``grid`` column).
+
+    R1s, R2s and R3s share the grid r1r3_analogue: each reads the same folders with its own criteria.
 
     Args:
         table: synthetic results with a ``grid`` column (``synthetic.store.read.load_results``).

@@ -10,6 +10,7 @@ aggregated row (:func:`is_nc`, :func:`is_dc`), labels, evidence and the record's
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,7 +21,16 @@ from synthetic.store.schema import EPOCH, GRID, RUN_KEY, SETTLED, config_columns
 from synthetic.store.summary import config_text, format_mean_std, missing_seeds
 from theory import claims as records
 
-__all__ = ["SUMMARY_METRICS", "run_summary", "aggregate", "missing_note", "setting_columns"]
+__all__ = [
+    "SUMMARY_METRICS",
+    "run_summary",
+    "aggregate",
+    "missing_note",
+    "setting_columns",
+    "spectrum_columns",
+    "pooled_std",
+    "spearman",
+]
 
 #: Metrics carried by a run summary (final epoch; ``init_<m>`` at epoch 0), when present.
 SUMMARY_METRICS = (
@@ -42,14 +52,22 @@ SUMMARY_METRICS = (
     "steps",
 )
 
+_SPECTRUM = re.compile(r"spectrum_\d+")
+
+
+def spectrum_columns(table: pd.DataFrame) -> list[str]:
+    """The class-mean spectrum columns ``spectrum_0, spectrum_1, ...`` of a table, in index order."""
+    cols = [c for c in table.columns if _SPECTRUM.fullmatch(str(c))]
+    return sorted(cols, key=lambda c: int(c.split("_")[1]))
+
 
 def run_summary(rows: pd.DataFrame) -> pd.DataFrame:
     """One row per run: config columns, final-epoch metrics, and ``init_<m>`` at epoch 0.
 
     Runs are told apart by ``(grid, run_key)`` when there is a ``grid`` column. Also
     ``final_epoch``, ``settled`` (the run's convergence rule held at its last row; False for a run
-    without a rule, ``synthetic.engine.convergence``) and the last row's ``change_<metric>``
-    columns where the runs have them.
+    without a rule, ``synthetic.engine.convergence``), the last row's ``change_<metric>``
+    columns and the final class-mean spectrum ``spectrum_<i>`` where the runs have them.
     """
     if not isinstance(rows, pd.DataFrame) or RUN_KEY not in rows or EPOCH not in rows:
         raise ValueError("rows must be a tidy results table with run_key and epoch columns")
@@ -68,7 +86,7 @@ def run_summary(rows: pd.DataFrame) -> pd.DataFrame:
         out[SETTLED] = last[SETTLED].map(is_true).astype(bool)
     else:
         out[SETTLED] = False
-    for c in [c for c in rows.columns if c.startswith("change_")]:
+    for c in [c for c in rows.columns if c.startswith("change_")] + spectrum_columns(rows):
         out[c] = pd.to_numeric(last[c], errors="coerce")
     return out.reset_index()
 
@@ -90,6 +108,24 @@ def aggregate(runs: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def pooled_std(stds: Sequence[float]) -> float:
+    """Root mean square of the finite seed stds (0 when none is finite: a single seed)."""
+    v = [float(x) for x in stds if math.isfinite(float(x))]
+    return float(np.sqrt(np.mean(np.square(v)))) if v else 0.0
+
+
+def spearman(x: Sequence[float], y: Sequence[float]) -> float:
+    """Spearman rank correlation of ``y`` with ``x`` (0 for a constant ``y``; the sign for 2 points)."""
+    from scipy.stats import spearmanr
+
+    xa, ya = np.asarray(x, float), np.asarray(y, float)
+    if len(xa) < 2 or np.ptp(ya) == 0:
+        return 0.0
+    if len(xa) == 2:
+        return float(np.sign(ya[-1] - ya[0]))
+    return float(spearmanr(xa, ya).statistic)
+
+
 def setting_columns(runs: pd.DataFrame) -> list[str]:
     """The config columns of a run summary or table, less ``seed``, ``run_key`` and ``grid``."""
     cfg = [c for c in config_columns(runs) if c in runs.columns] if RUN_KEY in runs.columns else []
@@ -98,7 +134,10 @@ def setting_columns(runs: pd.DataFrame) -> list[str]:
             c
             for c in runs.columns
             if not (
-                c in SUMMARY_METRICS or c.startswith(("init_", "change_")) or c in ("final_epoch", SETTLED)
+                c in SUMMARY_METRICS
+                or c.startswith(("init_", "change_"))
+                or _SPECTRUM.fullmatch(str(c))
+                or c in ("final_epoch", SETTLED)
             )
         ]
     return [c for c in cfg if c not in ("seed", RUN_KEY, GRID)]

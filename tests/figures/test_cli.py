@@ -102,7 +102,7 @@ def test_quick_end_to_end_then_warm(tmp_path):
     md = (out / "report.md").read_text()
     for cid in claims.CATALOGUE:
         assert f"| {cid} |" in md
-    for cid in ("S1", "S2", "S3", "S4", "R4", "R5"):  # judged from the quick runs
+    for cid in ("S1", "S2", "S3", "S4", "R1s", "R2s", "R3s", "R4", "R5"):  # judged from the quick runs
         row = next(line for line in md.splitlines() if line.startswith(f"| {cid} |"))
         assert "NOT RUN" not in row.split(" | ")[2], row
     assert (res / "cache" / "figures" / "theory").is_dir()
@@ -111,7 +111,7 @@ def test_quick_end_to_end_then_warm(tmp_path):
     assert warm.returncode == 0, warm.stderr[-3000:]
     assert time.perf_counter() - t0 < cold
     assert "cached" in warm.stdout and warm.stderr.strip() == ""
-    n_synthetic = sum(len(load_grid(name, scale="quick")) for name in CLAIM_GRIDS.values())
+    n_synthetic = sum(len(load_grid(name, scale="quick")) for name in dict.fromkeys(CLAIM_GRIDS.values()))
     assert f"0 runs trained, {n_synthetic} reused" in warm.stdout
     assert f"0 runs trained, {len(hcl) + len(two)} cached" in warm.stdout
 

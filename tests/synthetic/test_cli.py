@@ -108,11 +108,11 @@ def test_quick_grid_sweep_summary_and_claims(tmp_path, capsys):
     # convergence rule, so its 2-epoch snapshots decide nothing
     assert "S1: UNDECIDED  (4 runs)" in out and "settings decided (every seed settled) = 0 (n=2)" in out
     assert "no convergence rule declared" in out
-    for claim in ("S2", "S3", "S4", "R4", "R5"):
+    for claim in ("S2", "S3", "S4", "R1s", "R2s", "R3s", "R4", "R5"):
         assert f"{claim}: NO DATA  (0 runs)" in out
     v = pd.read_csv(tmp_path / "v.csv")
-    assert list(v["claim"]) == ["S1", "S2", "S3", "S4", "R4", "R5"]
-    assert list(v["verdict"]) == ["undecided"] + ["no data"] * 5
+    assert list(v["claim"]) == ["S1", "S2", "S3", "S4", "R1s", "R2s", "R3s", "R4", "R5"]
+    assert list(v["verdict"]) == ["undecided"] + ["no data"] * 8
     # the single grid folder judges the same claim
     assert main(["claims", str(res / "s1_scl_hscl_nc")]) == 0
     single = capsys.readouterr().out

@@ -1,8 +1,9 @@
 """The catalogue: every claim id the project verifies, exactly once, with its statement.
 
-:data:`CATALOGUE` maps each id (T1-T8 and W-law: checks; S1-S4, R1-R5, W1-W5: experimental
-claims) to a :class:`CatalogueEntry`: the statement verified (a paraphrase of the papers), the
-paper, the kind and the package that judges it. docs/claims.md gives each one's source and status.
+:data:`CATALOGUE` maps each id (T1-T8 and W-law: checks; S1-S4, R1-R5, W1-W5 and R1s-R3s, the
+synthetic analogues of R1-R3 of the project's own design: experimental claims) to a
+:class:`CatalogueEntry`: the statement verified (a paraphrase of the papers), the paper, the kind
+and the package that judges it. docs/claims.md gives each one's source and status.
 """
 
 from __future__ import annotations
@@ -81,6 +82,27 @@ CATALOGUE: dict[str, CatalogueEntry] = _entries(
         "hcl",
         "claim",
         "realdata",
+    ),
+    (
+        "R1s",
+        "Synthetic analogue of R1 (project's design): hard negatives raise held-out NCM accuracy",
+        "hcl",
+        "claim",
+        "synthetic",
+    ),
+    (
+        "R2s",
+        "Synthetic analogue of R2 (project's design): hardness brings means closer to NC; SCL in DC",
+        "hcl",
+        "claim",
+        "synthetic",
+    ),
+    (
+        "R3s",
+        "Synthetic analogue of R3 (project's design): UCL/HUCL best at interior beta, large beta worse",
+        "hcl",
+        "claim",
+        "synthetic",
     ),
     (
         "R4",
