@@ -37,7 +37,7 @@ from synthetic.sweep.backends import SlurmOptions, make_slurm_cluster
 from synthetic.sweep.errors import SweepInterrupted, TerminationRequested
 from synthetic.sweep.grids import check_fields, grid_files, load_grid
 from synthetic.sweep.progress import SweepProgress
-from synthetic.sweep.run import run_sweep
+from synthetic.sweep.run import estimate_grid, run_sweep
 
 __all__ = ["build_parser", "main"]
 
@@ -159,6 +159,12 @@ def build_parser() -> argparse.ArgumentParser:
         "sweeps, one task per shape is trained for 0 epochs, 8 and 16 steps and the line 'cost "
         "estimate: ... core-hours ..., about ... wall on N worker(s)' is printed; an upper bound when "
         "runs settle early)",
+    )
+    s.add_argument(
+        "--estimate-only",
+        action="store_true",
+        help="measure and print the cost of every run of each grid (stored or not) as above, then "
+        "stop: nothing is trained or written",
     )
     cl = s.add_argument_group(
         "cluster",
@@ -430,6 +436,12 @@ def _sweep(args) -> int:
         # the flags build the grid; like with a grid file they are also applied after the scale,
         # so --quick does not replace --epochs / --seeds / --set values
         grids = [load_grid(_quick_spec(args, overrides), scale=scale, overrides=overrides)]
+    if args.estimate_only:
+        for g in grids:
+            print(f"grid {g.name} ({g.source}, scale {scale}): {len(g)} runs", flush=True)
+            workers = args.jobs if args.jobs > 0 else (os.cpu_count() or 1)
+            print(estimate_grid(g, jobs=workers, threads=args.threads or 1).text(), flush=True)
+        return 0
     cluster, close_cluster = _make_cluster(args)
     if args.print_job_script:
         try:

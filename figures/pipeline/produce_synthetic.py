@@ -48,8 +48,13 @@ def synthetic_folder(results: str | os.PathLike) -> Path:
 
 
 def _claim_grids(scale: str) -> list[Any]:
-    # each grid once: R1s, R2s and R3s share r1r3_analogue
-    return [load_grid(name, scale=scale) for name in dict.fromkeys(CLAIM_GRIDS.values())]
+    """The claim grids the main job trains at ``scale``, each once (R1s-R3s share one).
+
+    Left out: the grids whose ``main_job_scales`` omit ``scale`` (too costly for the job's budget
+    there; their stored runs are still judged).
+    """
+    grids = [load_grid(name, scale=scale) for name in dict.fromkeys(CLAIM_GRIDS.values())]
+    return [g for g in grids if g.spec["main_job_scales"] is None or scale in g.spec["main_job_scales"]]
 
 
 def synthetic_runs(scale: str = "default") -> int:

@@ -23,6 +23,10 @@ Grid files (stdlib ``tomllib``; examples in ``synthetic/grids/``)::
     method = "HSCL"                  # ... and HSCL only the positive betas.
     beta = [2.0, 5.0, 10.0]
 
+    # Optional in [sweep]: main_job_scales = ["quick", "paper"] -- the scales at which
+    # `python -m figures` trains this grid (absent: every scale); at the others the main job
+    # judges the grid's stored runs, if any, and its claims read NOT RUN otherwise.
+
     # Alternative to groups for the beta constraint: with `auto_hard = true` in [sweep], beta
     # picks the method inside each family (SCL/HSCL or UCL/HUCL): beta = 0 -> SCL/UCL,
     # beta > 0 -> HSCL/HUCL; e.g. axes method = ["SCL"], beta = [0, 2, 5] gives SCL, HSCL, HSCL.
@@ -73,7 +77,7 @@ __all__ = [
 #: Folder of the grid files shipped with the package.
 GRIDS_DIR = Path(__file__).resolve().parent.parent / "grids"
 
-_SWEEP_KEYS = {"name", "claim", "description", "auto_hard", "base", "axes", "group"}
+_SWEEP_KEYS = {"name", "claim", "description", "auto_hard", "main_job_scales", "base", "axes", "group"}
 _HARD = {"SCL": "HSCL", "UCL": "HUCL"}
 _EASY = {v: k for k, v in _HARD.items()}
 _SCALE_KEYS = {"base", "axes", "group", "description"}
@@ -141,8 +145,11 @@ def parse_grid(spec: Mapping, *, source: str = "<grid>") -> dict:
     """Validate the structure of a grid mapping (a parsed TOML file); return a clean copy.
 
     Returns:
-        ``{"name", "claim", "description", "base", "axes", "groups", "scales"}`` with ``axes``
-        and each group mapping field -> list of values.
+        ``{"name", "claim", "description", "auto_hard", "main_job_scales", "base", "axes",
+        "groups", "scales", "criteria"}`` with ``axes`` and each group mapping field -> list of
+        values; ``main_job_scales`` the scales at which ``python -m figures`` trains the grid
+        (``None``: every scale; a grid too costly for the main job's budget at some scale lists
+        the others, and its stored runs are still judged).
     """
     if not isinstance(spec, Mapping):
         raise ValueError(f"grid {source} must be a mapping, got {type(spec).__name__}")
@@ -180,6 +187,11 @@ def parse_grid(spec: Mapping, *, source: str = "<grid>") -> dict:
     }
     if not isinstance(out["auto_hard"], bool):
         raise ValueError(f"grid {source}: sweep.auto_hard must be true or false, got {out['auto_hard']!r}")
+    job = sweep.get("main_job_scales")
+    if job is not None and (not isinstance(job, list) or not all(isinstance(x, str) and x for x in job)):
+        raise ValueError(f"grid {source}: sweep.main_job_scales must be a list of scale names, got {job!r}")
+    # the scales at which `python -m figures` trains the grid (None: every scale)
+    out["main_job_scales"] = None if job is None else list(job)
     groups = sweep.get("group", [])
     if not isinstance(groups, list):
         raise ValueError(f"grid {source}: sweep.group must be an array of tables [[sweep.group]]")

@@ -63,7 +63,7 @@ from synthetic.sweep.grids import Grid, load_grid
 from synthetic.sweep.progress import SweepProgress
 from synthetic.sweep.tasks import Trainer, execute_task, expected_of
 
-__all__ = ["SweepSummary", "engine_trainer", "run_sweep"]
+__all__ = ["SweepSummary", "engine_trainer", "estimate_grid", "run_sweep"]
 
 
 @dataclasses.dataclass
@@ -164,6 +164,26 @@ def engine_trainer() -> Trainer:
     from synthetic.engine.train import train_run, train_stack
 
     return Trainer(train_run, stack_groups, train_stack)
+
+
+def estimate_grid(grid: Grid, *, jobs: int = 1, threads: int = 1, stack: bool = True) -> Any:
+    """The measured cost of training every run of ``grid`` (stored or not), nothing stored.
+
+    The tasks are those a sweep with ``stack`` would train (the engine's plan over the whole
+    grid); :func:`synthetic.sweep.cost.estimate` probes one task per shape. Used by ``python -m
+    synthetic sweep --estimate-only`` (the README's paper-scale cost).
+
+    Returns:
+        A :class:`synthetic.sweep.cost.SweepCost` (``.text()`` is the printed line).
+    """
+    if not isinstance(grid, Grid):
+        raise ValueError(f"grid must be a Grid, got {type(grid).__name__}")
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"jobs must be a positive integer, got {jobs!r}")
+    trainer = engine_trainer()
+    configs = list(grid.configs)
+    tasks = _make_tasks(configs, configs, trainer.plan if stack else None)
+    return estimate_cost(tasks, trainer.train_stack, jobs=jobs, threads=threads)
 
 
 def _make_tasks(pending: list, all_configs: list, group_fn: Callable | None) -> list:

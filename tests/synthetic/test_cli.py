@@ -95,6 +95,12 @@ def test_quick_grid_sweep_summary_and_claims(tmp_path, capsys):
     assert main(args) == 0
     cap = capsys.readouterr()
     assert "0 run now" in cap.out and "cost estimate" not in cap.out  # nothing to train, nothing to probe
+    # --estimate-only: the cost of every run of the grid (stored ones too), nothing trained or written
+    only = tmp_path / "only"
+    assert main([*(a if a != str(res) else str(only) for a in args), "--estimate-only", "--jobs", "2"]) == 0
+    cap = capsys.readouterr()
+    assert "4 runs" in cap.out and "cost estimate: " in cap.out and "on 2 worker(s)" in cap.out
+    assert "run now" not in cap.out and not only.exists()
     other = [a if a != str(res) else str(tmp_path / "other") for a in args]
     assert main([*other, "--no-estimate"]) == 0
     cap = capsys.readouterr()

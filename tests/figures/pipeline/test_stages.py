@@ -490,3 +490,22 @@ def test_ctrl_c_with_stages_at_once_stops_them_and_is_raised(tmp_path, sigint_ha
         run_stages(ctx, stages)
     timer.join()
     assert ctx.cancelled.is_set() and stopped.wait(5) and time.perf_counter() - t0 < 5
+
+
+def test_the_main_job_leaves_out_a_grid_whose_main_job_scales_omit_the_scale():
+    from figures.pipeline import produce_synthetic
+    from synthetic.claims.criteria import CLAIM_GRIDS
+    from synthetic.sweep.grids import load_grid
+
+    names = list(dict.fromkeys(CLAIM_GRIDS.values()))
+    for scale in ("quick", "default", "paper"):
+        kept = {g.name for g in produce_synthetic._claim_grids(scale)}
+        for name in names:
+            job = load_grid(name, scale=scale).spec["main_job_scales"]
+            assert (name in kept) == (job is None or scale in job), (scale, name)
+    # the analogue of R1-R3 is too costly for the default job (its grid says why); quick keeps it
+    assert "r1r3_analogue" not in {g.name for g in produce_synthetic._claim_grids("default")}
+    assert "r1r3_analogue" in {g.name for g in produce_synthetic._claim_grids("quick")}
+    assert produce_synthetic.synthetic_runs("default") == sum(
+        len(load_grid(n)) for n in names if n != "r1r3_analogue"
+    )
