@@ -61,6 +61,8 @@ def test_duplicate_configs_are_run_once():
         ({"sweep": {"axes": {"method": ["SCL"], "beta": [2.0]}}}, "beta"),
         ({"sweep": {"epochs": 3}}, "epochs"),
         ({"other": {}}, "other"),
+        ({"sweep": {"main_job_scales": "paper"}}, "main_job_scales"),
+        ({"sweep": {"main_job_scales": [""]}}, "main_job_scales"),
         ({"sweep": {"group": [{"lr": [0.1]}], "axes": {"lr": [0.2]}}}, "lr"),
     ],
 )
@@ -101,18 +103,30 @@ def test_shipped_claim_grids(name):
     assert all(c.embed_dim == c.num_classes - 1 for c in default.configs)  # d = C - 1
     assert min(c.n_per_class for c in default.configs) >= 50
     classes = {c.num_classes for c in default.configs}
+    # every default run carries the declared convergence rule (a verdict reads settled runs only)
+    assert all(c.settle_window > 0 for c in default.configs)
+    paper = grids.load_grid(files[name], scale="paper")
     if name == "s1_scl_hscl_nc":
-        assert classes == {10, 20, 50, 100}
-        assert {"free", "linear", "mlp"} == {c.encoder for c in default.configs}
-        assert {1, 2, 4} <= {c.depth for c in default.configs if c.encoder == "mlp"}
-        authors = [c for c in default.configs if c.estimator == "sampled"]
+        # the default scale decides within the main job's budget: C = 10, free features, ball and
+        # sphere; the paper scale keeps C up to 100, the encoder variants and the authors'
+        # configuration
+        assert classes == {10}
+        assert {"free"} == {c.encoder for c in default.configs}
+        assert {"ball", "sphere"} == {c.normalization for c in default.configs}
+        assert {c.num_classes for c in paper.configs} == {10, 20, 50, 100}
+        assert {"free", "linear", "mlp"} == {c.encoder for c in paper.configs}
+        assert {1, 2, 4} <= {c.depth for c in paper.configs if c.encoder == "mlp"}
+        authors = [
+            c for c in paper.configs if (c.num_classes, c.encoder, c.hidden, c.depth) == (100, "mlp", 512, 1)
+        ]
         assert authors and all(
-            (c.psi, c.tau, c.num_negatives, c.normalization, c.lr, c.batch_size)
-            == ("mean", 1.0, 256, "ball", 1e-3, 512)
+            (c.psi, c.tau, c.num_negatives, c.normalization, c.lr, c.batch_size, c.estimator)
+            == ("mean", 1.0, 256, "ball", 1e-3, 512, "sampled")
             for c in authors
         )
     elif name == "r5_batch_size":  # many classes; only the batch size varies, at equal steps
-        assert classes == {100, 200}
+        assert classes == {100}
+        assert {c.num_classes for c in paper.configs} == {100, 200}
         assert {32, 64, 512} <= {c.batch_size for c in default.configs}
         assert len({c.num_steps for c in default.configs}) == 1
     elif name == "r4_near_nc":
@@ -120,8 +134,8 @@ def test_shipped_claim_grids(name):
         assert {c.beta for c in default.configs} == {0.0, 2.0, 5.0, 10.0, 30.0}
         assert {c.method for c in default.configs} == {"SCL", "HSCL", "UCL", "HUCL"}
     elif name == "s4_no_normalisation":
-        assert {c.normalization for c in default.configs} == {"none", "ball", "sphere"}
-    paper = grids.load_grid(files[name], scale="paper")
+        assert {c.normalization for c in default.configs} == {"none"}
+        assert {c.normalization for c in paper.configs} == {"none", "ball", "sphere"}
     assert len({c.seed for c in paper.configs}) >= 3
     # paper scale: at least as much data per run, and the authors' K = 256 sampled negatives
     assert max(c.num_train for c in paper.configs) >= max(c.num_train for c in default.configs)
