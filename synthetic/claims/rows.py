@@ -86,8 +86,9 @@ def run_summary(rows: pd.DataFrame) -> pd.DataFrame:
         out[SETTLED] = last[SETTLED].map(is_true).astype(bool)
     else:
         out[SETTLED] = False
-    for c in [c for c in rows.columns if c.startswith("change_")] + spectrum_columns(rows):
-        out[c] = pd.to_numeric(last[c], errors="coerce")
+    extra = [c for c in rows.columns if c.startswith("change_")] + spectrum_columns(rows)
+    if extra:  # one concat, not a column at a time (up to 199 spectrum columns)
+        out = pd.concat([out, last[extra].apply(pd.to_numeric, errors="coerce")], axis=1)
     return out.reset_index()
 
 
