@@ -31,8 +31,6 @@ __all__ = [
     "NORMALIZATIONS",
     "HARDENINGS",
     "RECIPES",
-    "SEARCH_NORMALIZATIONS",
-    "SMOOTH_PSI_FORMS",
     "POSITIVES",
     "ENCODERS",
     "CENTRES",
@@ -80,14 +78,6 @@ NORMALIZATIONS = ("none", "ball", "sphere")
 
 #: Hardening functions eta (docs/hcl.md#hardening-functions): ``exp(beta t)``, a step, a shifted power.
 HARDENINGS = ("exponential", "step", "polynomial")
-
-#: The bounded domains of the free-embedding search of the open problems (docs/open_problems.md):
-#: ``"none"`` has no minimum (the loss tends to its infimum as the norms grow).
-SEARCH_NORMALIZATIONS = ("sphere", "ball")
-
-#: The psi forms that are twice differentiable (the search and the Hessian at NC need them; the
-#: triplet hinge is not).
-SMOOTH_PSI_FORMS = ("mean", "sum")
 
 #: WeiNCE recipes: ``"core"`` (the paper's loss) or ``"released"`` (plus the released code's
 #: auxiliary Weibit / Plackett-Luce terms, docs/weince.md#core-and-released-recipes).

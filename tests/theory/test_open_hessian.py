@@ -60,7 +60,9 @@ def test_smallest_eigenvalue_against_a_finite_difference_hessian():
 
     x0 = z.reshape(-1)
     h = 1e-5
-    H = torch.stack([(grad(x0 + h * e) - grad(x0 - h * e)) / (2 * h) for e in torch.eye(B * d, dtype=torch.float64)])
+    H = torch.stack(
+        [(grad(x0 + h * e) - grad(x0 - h * e)) / (2 * h) for e in torch.eye(B * d, dtype=torch.float64)]
+    )
     H = 0.5 * (H + H.T)
     g0 = grad(x0).view(B, d)
     # tangent basis of the circle S^1 at each point, and the rotation direction (d = 2: one generator)
@@ -107,7 +109,9 @@ def test_split_frame_is_orthogonal_to_the_etf():
     v, w = etf_split_frame(5)
     assert torch.allclose((v * w).sum(1), torch.zeros(5, dtype=torch.float64), atol=1e-14)
     assert torch.allclose(w.norm(dim=1), torch.ones(5, dtype=torch.float64))
-    assert torch.allclose(v @ v.T, torch.full((5, 5), -0.25, dtype=torch.float64) + 1.25 * torch.eye(5, dtype=torch.float64))
+    assert torch.allclose(
+        v @ v.T, torch.full((5, 5), -0.25, dtype=torch.float64) + 1.25 * torch.eye(5, dtype=torch.float64)
+    )
 
 
 @pytest.mark.parametrize("beta", [0.0, 0.75, 3.0])

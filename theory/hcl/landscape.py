@@ -40,10 +40,12 @@ from theory.collapse.standard import etf_error
 from theory.geometry import simplex_etf
 from theory.hcl.losses import contrastive_loss
 from theory.hcl.optima import hucl_at_nc_batch, plugin_value, scl_optimum
-from theory.options import HCL_TAU, NUM_NEGATIVES, SEARCH_NORMALIZATIONS, SETTINGS, SMOOTH_PSI_FORMS
+from theory.options import HCL_TAU, NORMALIZATIONS, NUM_NEGATIVES, PSI_FORMS, SETTINGS
 from theory.validation import integer, one_of, real
 
 __all__ = [
+    "SEARCH_NORMALIZATIONS",
+    "SMOOTH_PSI_FORMS",
     "nc_embeddings",
     "nc_value",
     "lower_bound",
@@ -56,6 +58,14 @@ __all__ = [
 ]
 
 F64 = torch.float64
+
+#: The normalisations of the search: the bounded ones of theory.options.NORMALIZATIONS (without
+#: normalisation the loss has no minimum; it tends to its infimum as the norms grow).
+SEARCH_NORMALIZATIONS: tuple[str, ...] = tuple(n for n in NORMALIZATIONS if n != "none")
+
+#: The psi forms of the search and the Hessian: the twice-differentiable ones of
+#: theory.options.PSI_FORMS (not the triplet hinge).
+SMOOTH_PSI_FORMS: tuple[str, ...] = tuple(p for p in PSI_FORMS if p != "triplet")
 
 
 def _check(num_classes: int, n: int, d: int | None) -> tuple[int, int, int]:

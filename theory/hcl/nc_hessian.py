@@ -37,8 +37,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from theory.hcl.landscape import batch_loss, nc_embeddings
-from theory.options import HCL_TAU, NUM_NEGATIVES, SETTINGS, SMOOTH_PSI_FORMS
+from theory.hcl.landscape import SMOOTH_PSI_FORMS, batch_loss, nc_embeddings
+from theory.options import HCL_TAU, NUM_NEGATIVES, SETTINGS
 from theory.validation import integer, one_of, real
 
 __all__ = [
