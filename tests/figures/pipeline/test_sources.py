@@ -75,6 +75,7 @@ def test_w5_rejects_a_table_without_the_columns():
 
 
 def test_command_for_every_catalogue_id():
+    assert commands.OPEN_IDS == claims.OPEN_IDS
     assert commands.CHECK_IDS == claims.CHECK_IDS and set(commands.CLAIM_COMMANDS) == set(claims.CATALOGUE)
     for cid in claims.CATALOGUE:
         for scale in commands.SCALES:
@@ -113,7 +114,7 @@ def test_commands_agree_with_the_producers_own_commands():
             assert commands.command_for(cid, results="RES", scale=scale) == group_command(
                 group, results="RES"
             )
-    covered = set(claims.CHECK_IDS) | set(CLAIM_GRIDS) | set(groups) | {"W4", "W5"}
+    covered = set(claims.CHECK_IDS) | set(claims.OPEN_IDS) | set(CLAIM_GRIDS) | set(groups) | {"W4", "W5"}
     assert covered == set(claims.CATALOGUE)
     assert commands.command_for("W4", results="RES").startswith("python -m benchmarks.gpu_check --out RES/")
 
