@@ -117,7 +117,7 @@ SCALES: dict[str, OpenScale] = {
         sympy_classes=(3,),
     ),
     "full": OpenScale(
-        classes=(3, 4, 6),
+        classes=(3, 4, 6, 8),
         n=(2,),
         betas=_GRID,
         bracket_betas=_BRACKET,
@@ -126,7 +126,7 @@ SCALES: dict[str, OpenScale] = {
         max_iter=150,
         normalizations=SEARCH_NORMALIZATIONS,
         psis=("mean",),
-        hessian_classes=(3, 4, 5, 6, 8),
+        hessian_classes=(3, 4, 5, 6, 8, 10),
         hessian_betas=_GRID,
         sympy_classes=(3,),
     ),
