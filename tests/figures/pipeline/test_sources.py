@@ -158,6 +158,26 @@ def test_theory_producers_have_what_the_figures_need():
         produce_theory.hucl_nc_table("huge")
 
 
+def test_open_problem_tables_share_the_checks_rows(monkeypatch):
+    """The open-problem tables are the rows of theory.claims.open_search at the checks' scale."""
+    from theory.claims import open_search
+
+    seen = []
+    monkeypatch.setattr(open_search, "landscape_rows", lambda s, seed: seen.append((s, seed)) or ({"a": 1},))
+    monkeypatch.setattr(open_search, "hessian_rows", lambda s: seen.append((s,)) or ({"kind": "ball"},))
+    assert produce_theory.open_landscape_table("quick", 3).to_dict("records") == [{"a": 1}]
+    assert produce_theory.open_hessian_table("paper")["kind"].tolist() == ["ball"]
+    assert seen == [("quick", 3), ("full",)]
+    for bad in (
+        lambda: produce_theory.open_landscape_table("huge"),
+        lambda: produce_theory.open_hessian_table("x"),
+    ):
+        with pytest.raises(ValueError, match="scale"):
+            bad()
+    with pytest.raises(ValueError, match="seed"):
+        produce_theory.open_landscape_table("quick", -1)
+
+
 def test_spectrum_table_from_class_means_and_from_wide_columns():
     C = 4
     etf = (np.eye(C) - 1.0 / C) * np.sqrt(C / (C - 1))  # rows: an ETF in R^C (rank C-1)
