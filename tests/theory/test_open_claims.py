@@ -156,3 +156,37 @@ def test_scales_and_groups():
     assert {"O1", "O1b", "O1c"} <= ids
     assert checks.command(True, 2, True) == "python -m theory --quick --large --seed 2"
     assert set(co.CRITERIA) == {"O1", "O1b", "O1c"}
+
+
+def test_large_flag_reaches_the_open_problem_checks(monkeypatch):
+    """--large runs the open problems at SCALES["large"] (shrunk here) and says so in the records."""
+    import dataclasses
+
+    from theory.claims import open_search
+
+    tiny = dataclasses.replace(
+        SCALES["quick"],
+        betas=(0.0, 2.0),
+        bracket_betas=(0.0, 2.0),
+        control_betas=(),
+        restarts=2,
+        max_iter=30,
+        normalizations=("sphere",),
+        hessian_classes=(3,),
+        hessian_betas=(0.0, 2.0),
+        hessian_control_betas=(1.0,),
+    )
+    monkeypatch.setitem(open_search.SCALES, "large", tiny)
+    monkeypatch.setattr(co, "_sympy_split", lambda out, classes, mod: None)
+    open_search.landscape_rows.cache_clear()
+    open_search.hessian_rows.cache_clear()
+    try:
+        recs = checks.run_groups(checks.GROUPS[-2:], quick=True, large=True)
+    finally:
+        open_search.landscape_rows.cache_clear()
+        open_search.hessian_rows.cache_clear()
+    by_id = {r.id: r for r in recs}
+    assert set(by_id) == {"O1", "O1b", "O1c"}
+    assert all(r.setting["scale"] == "large" and "--large" in r.command for r in recs)
+    assert by_id["O1"].verdict is Verdict.FOUND and by_id["O1b"].verdict is Verdict.FOUND
+    assert by_id["O1"].criterion == co.CRITERIA["O1"]
