@@ -2,7 +2,8 @@
 
 :func:`theory_claims` runs the checks T1-T8 and the W-law (``theory.claims.checks``); small
 producers compute tidy tables from theory in seconds (:func:`harris_gap_table`,
-:func:`hucl_nc_table`, :func:`gram_table`, :func:`noise_floor_table`) and the extreme-value tables
+:func:`hucl_nc_table`, :func:`gram_table`, :func:`noise_floor_table`; the open problems' rows,
+:func:`open_landscape_table` and :func:`open_hessian_table`, shared with the checks in one process) and the extreme-value tables
 from stored scores (:func:`pot_tables`, :func:`link_tables`). :func:`source_paths` lists the files
 whose content keys a stage's cache.
 
@@ -32,6 +33,8 @@ __all__ = [
     "harris_gap_table",
     "hucl_nc_table",
     "gram_table",
+    "open_landscape_table",
+    "open_hessian_table",
     "noise_floor_table",
     "pot_tables",
     "link_tables",
@@ -63,6 +66,9 @@ _THEORY_FIGURES = {
     "T5": ("loss_optimum_scl",),
     "T6": ("gram_etf", "hucl_at_nc", "loss_optimum_ucl"),
     "T7": ("hucl_at_nc", "loss_optimum_ucl"),
+    "O1": ("open_bracket", "open_beta_c"),
+    "O1b": ("open_hessian", "open_beta_c"),
+    "O1c": ("open_bracket",),
 }
 
 
@@ -225,6 +231,45 @@ def hucl_nc_table(
                 }
             )
     return pd.DataFrame(rows)
+
+
+def _open_scale(scale: str) -> str:
+    """The open problems' scale (theory.claims.open_search.SCALES) of the job's scale."""
+    _check_scale(scale)
+    return "quick" if scale == "quick" else "full"
+
+
+def open_landscape_table(scale: str = "default", seed: int = 0) -> pd.DataFrame:
+    """The free-embedding searches of the open problems O1 / O1c (docs/open_problems.md).
+
+    ``theory.claims.open_search.landscape_rows`` at the checks' scale (``quick`` at the quick
+    scale, the default otherwise): computed once per process, so the theory stage's checks and
+    this table share one run.
+
+    Returns:
+        One row per search: ``loss, setting, normalization, psi, num_classes, n, d, beta, best, nc,
+        nc_loss, bound, gain, beats_nc, restarts, iterations`` and the minimiser's geometry.
+    """
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    # lazy: torch loads only when the theory stage computes (a warm job reads its cache)
+    from theory.claims.open_search import landscape_rows
+
+    return pd.DataFrame(list(landscape_rows(_open_scale(scale), seed)))
+
+
+def open_hessian_table(scale: str = "default") -> pd.DataFrame:
+    """The Hessian at NC of the open problem O1b (``theory.claims.open_search.hessian_rows``).
+
+    Returns:
+        Rows of ``kind`` ``"eigen"`` (``loss, num_classes, beta, min_eigenvalue, ...``),
+        ``"saddle"`` (``num_classes, beta_saddle``) and ``"ball"`` (``num_classes, beta_ball,
+        beta_ball_sympy``).
+    """
+    # lazy: torch and sympy load only when the theory stage computes (a warm job reads its cache)
+    from theory.claims.open_search import hessian_rows
+
+    return pd.DataFrame(list(hessian_rows(_open_scale(scale))))
 
 
 def gram_table(scale: str = "default", num_classes: Sequence[int] = (4, 5, 6)) -> pd.DataFrame:

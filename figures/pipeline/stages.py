@@ -101,6 +101,8 @@ class TheoryStage:
                 "harris_gap": lambda scale, seed: produce_theory.harris_gap_table(scale, seed),
                 "hucl_nc": lambda scale, seed: produce_theory.hucl_nc_table(scale),
                 "gram": lambda scale, seed: produce_theory.gram_table(scale),
+                "open_landscape": lambda scale, seed: produce_theory.open_landscape_table(scale, seed),
+                "open_hessian": lambda scale, seed: produce_theory.open_hessian_table(scale),
             }
         )
 

@@ -21,6 +21,10 @@ Table names used by the figures (producers in :mod:`figures.pipeline.produce_the
 ``harris_gap``        Harris Monte Carlo: ``setting, beta, estimate, ci_low, ci_high, confidence``
 ``hucl_nc``           ``num_classes, beta, hucl_at_nc, q, ucl_optimum, scl_optimum``
 ``gram``              ``num_classes, program, row, col, value`` (optimal and ETF Gram matrices)
+``open_landscape``    per search of the open problems O1 / O1c: ``loss, normalization, num_classes,
+                      beta, best, nc, bound, beats_nc`` (+ the minimiser's geometry)
+``open_hessian``      the Hessian at NC (O1b): ``kind, loss, num_classes, beta, min_eigenvalue,
+                      beta_saddle, beta_ball``
 ``noise_floor``       ``n, mse_softmax, mse_weibit, se_mse_softmax, se_mse_weibit,
                       theory_weibit, bias2_floor, c``
 ``pot_exceedances``   ``y`` (exceedances over the threshold)
@@ -51,6 +55,9 @@ from figures.plots import (
     fig_near_nc,
     fig_noise_floor,
     fig_normalization,
+    fig_open_beta_c,
+    fig_open_bracket,
+    fig_open_hessian,
     fig_positives,
     fig_pot,
     fig_spectrum,
@@ -77,6 +84,9 @@ MODULES = (
     fig_harris,
     fig_hucl_nc,
     fig_gram,
+    fig_open_bracket,
+    fig_open_beta_c,
+    fig_open_hessian,
     fig_noise_floor,
     fig_pot,
     fig_lambda_profile,

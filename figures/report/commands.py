@@ -13,10 +13,21 @@ from __future__ import annotations
 import os
 import re
 
-__all__ = ["SCALES", "CHECK_IDS", "SYNTHETIC_GRIDS", "REALDATA_GROUPS", "CLAIM_COMMANDS", "command_for"]
+__all__ = [
+    "SCALES",
+    "CHECK_IDS",
+    "OPEN_IDS",
+    "SYNTHETIC_GRIDS",
+    "REALDATA_GROUPS",
+    "CLAIM_COMMANDS",
+    "command_for",
+]
 
 #: The check ids of the claims catalogue (theory.claims.CHECK_IDS; a test keeps them equal).
 CHECK_IDS = ("T1", "T2", "T3", "T4", "T5", "T6", "T7", "T8", "W-law")
+
+#: The open problems ``python -m theory`` searches (theory.claims.OPEN_IDS).
+OPEN_IDS = ("O1", "O1b", "O1c")
 
 #: The scales of the main job.
 SCALES = ("quick", "default", "paper")
@@ -50,7 +61,7 @@ _REALDATA = "python -m realdata claims {group} --root DATA --results {results} -
 #: package also judges them at its digits scale. R1-R3 and W1-W3 name the real-data paper scale
 #: (CIFAR-100 on a GPU; ``DATA`` is the datasets folder), whatever the job's scale.
 CLAIM_COMMANDS: dict[str, str] = {
-    **{cid: "python -m theory{quick}" for cid in CHECK_IDS},
+    **{cid: "python -m theory{quick}" for cid in CHECK_IDS + OPEN_IDS},
     **{cid: _SYNTHETIC.replace("{grid}", grid) for cid, grid in SYNTHETIC_GRIDS.items()},
     **{cid: _REALDATA.replace("{group}", group) for cid, group in REALDATA_GROUPS.items()},
     "W4": "python -m benchmarks.gpu_check --out {results}/bench/gpu_check.json (on a GPU)",

@@ -177,7 +177,55 @@ def theory_tables() -> dict[str, pd.DataFrame]:
             "dgp": "hand-made",
         }
     )
-    return {"harris_gap": harris, "hucl_nc": hucl, "gram": pd.DataFrame(gram), "noise_floor": nf}
+    land = pd.DataFrame(
+        [
+            {
+                "loss": loss,
+                "normalization": norm,
+                "num_classes": C,
+                "n": 2,
+                "psi": "mean",
+                "beta": b,
+                "nc": 0.35 + 0.034 * min(b, 10.0),
+                "best": 0.35 + 0.034 * min(b, 10.0) - (0.02 if loss == "HUCL" and b >= 1 else 0.0),
+                "bound": 0.35,
+                "beats_nc": loss == "HUCL" and b >= 1,
+            }
+            for loss in ("HUCL", "SCL")
+            for norm in ("sphere", "ball")
+            for C in (3, 4)
+            for b in (0.0, 0.5, 1.0, 2.0, 10.0, 100.0)
+        ]
+    )
+    hess = pd.DataFrame(
+        [
+            {
+                "kind": "eigen",
+                "loss": loss,
+                "num_classes": C,
+                "beta": b,
+                "min_eigenvalue": 0.05 - (0.05 * b if loss == "HUCL" else -0.01 * b),
+            }
+            for C in (3, 4)
+            for loss, betas_ in (
+                ("SCL", (0.0,)),
+                ("UCL", (0.0,)),
+                ("HSCL", (1.0, 5.0)),
+                ("HUCL", (0.25, 0.5, 1.0, 1.5)),
+            )
+            for b in betas_
+        ]
+        + [{"kind": "saddle", "num_classes": C, "beta_saddle": 0.7 + 0.1 * C} for C in (3, 4)]
+        + [{"kind": "ball", "num_classes": C, "beta_ball": 0.5 + 0.1 * C} for C in (3, 4)]
+    )
+    return {
+        "harris_gap": harris,
+        "hucl_nc": hucl,
+        "gram": pd.DataFrame(gram),
+        "noise_floor": nf,
+        "open_landscape": land,
+        "open_hessian": hess,
+    }
 
 
 @pytest.fixture(scope="session")

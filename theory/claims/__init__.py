@@ -20,7 +20,15 @@ Importing this package loads the record, the catalogue and the table only (no to
 checks are imported by the runner and the command line.
 """
 
-from theory.claims.catalogue import ALL_IDS, CATALOGUE, CHECK_IDS, CLAIM_IDS, CatalogueEntry, statement
+from theory.claims.catalogue import (
+    ALL_IDS,
+    CATALOGUE,
+    CHECK_IDS,
+    CLAIM_IDS,
+    OPEN_IDS,
+    CatalogueEntry,
+    statement,
+)
 from theory.claims.record import Claim, Evidence, SubCheck, Verdict, from_json, not_run, to_json
 from theory.claims.table import format_table, to_csv, to_frame
 
@@ -33,6 +41,7 @@ __all__ = [
     "CATALOGUE",
     "CHECK_IDS",
     "CLAIM_IDS",
+    "OPEN_IDS",
     "ALL_IDS",
     "statement",
     "not_run",

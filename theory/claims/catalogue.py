@@ -1,16 +1,17 @@
 """The catalogue: every claim id the project verifies, exactly once, with its statement.
 
-:data:`CATALOGUE` maps each id (T1-T8 and W-law: checks; S1-S4, R1-R5, W1-W5 and R1s-R3s, the
-synthetic analogues of R1-R3 of the project's own design: experimental claims) to a
-:class:`CatalogueEntry`: the statement verified (a paraphrase of the papers), the paper, the kind
-and the package that judges it. docs/claims.md gives each one's source and status.
+:data:`CATALOGUE` maps each id (T1-T8 and W-law: checks; O1, O1b, O1c and O2: open problems
+answered by computation; S1-S4, R1-R5, W1-W5 and R1s-R3s, the synthetic analogues of R1-R3 of the
+project's own design: experimental claims) to a :class:`CatalogueEntry`: the statement verified (a
+paraphrase of the papers), the paper, the kind and the package that judges it. docs/claims.md
+gives each one's source and status.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["CatalogueEntry", "CATALOGUE", "CHECK_IDS", "CLAIM_IDS", "ALL_IDS", "statement"]
+__all__ = ["CatalogueEntry", "CATALOGUE", "CHECK_IDS", "CLAIM_IDS", "OPEN_IDS", "ALL_IDS", "statement"]
 
 
 @dataclass(frozen=True)
@@ -20,7 +21,7 @@ class CatalogueEntry:
     id: str
     statement: str
     paper: str  #: "hcl" (arXiv 2311.05139) or "weince" (arXiv 2606.00262)
-    kind: str  #: "check" (PASS/FAIL) or "claim" (REPRODUCED/PARTLY/NOT REPRODUCED/UNDECIDED/NOT RUN)
+    kind: str  #: "check" (PASS/FAIL), "open" (FOUND/NOT FOUND/FAIL) or "claim" (REPRODUCED/PARTLY/...)
     package: str  #: the package that judges it: "theory", "synthetic" or "realdata"
 
 
@@ -40,6 +41,9 @@ CATALOGUE: dict[str, CatalogueEntry] = _entries(
     ("T7", "HUCL at NC: q(beta) formula, above L*_UCL", "hcl", "check", "theory"),
     ("T8", "batched losses: Harris per batch, NC batch = L*", "hcl", "check", "theory"),
     ("W-law", "Weibull top-1: P(j) = q_j^-b / sum q_k^-b", "weince", "check", "theory"),
+    ("O1", "HUCL: a free-embedding configuration beats NC at some beta <= 100", "hcl", "open", "theory"),
+    ("O1b", "HUCL: NC becomes a saddle on the sphere at some beta <= 100", "hcl", "open", "theory"),
+    ("O1c", "HUCL: the bracket [lower bound, best found] closes (tight bound)", "hcl", "open", "theory"),
     (
         "S1",
         "With ball or sphere normalisation, SCL and HSCL reach NC for every beta",
@@ -119,6 +123,13 @@ CATALOGUE: dict[str, CatalogueEntry] = _entries(
         "synthetic",
     ),
     (
+        "O2",
+        "Dimensional Collapse avoided without NC: where, among the settled synthetic settings",
+        "hcl",
+        "open",
+        "synthetic",
+    ),
+    (
         "W1",
         "POT fits to negative-similarity tails of trained encoders give GPD shape xi < 0",
         "weince",
@@ -160,6 +171,9 @@ CHECK_IDS: tuple[str, ...] = tuple(k for k, e in CATALOGUE.items() if e.kind == 
 
 
 CLAIM_IDS: tuple[str, ...] = tuple(k for k, e in CATALOGUE.items() if e.kind == "claim")
+
+
+OPEN_IDS: tuple[str, ...] = tuple(k for k, e in CATALOGUE.items() if e.kind == "open")
 
 
 ALL_IDS: tuple[str, ...] = tuple(CATALOGUE)

@@ -7,7 +7,9 @@ judges and the report of ``python -m figures`` -- is a :class:`Claim`:
 
 * ``id`` and ``statement``: from :data:`theory.claims.catalogue.CATALOGUE`, the single list of
   claim ids (T1-T8 and W-law are *checks* with PASS / FAIL; S1-S4, R1-R5 and W1-W5 are
-  *experimental claims* with REPRODUCED / PARTLY / NOT REPRODUCED / UNDECIDED / NOT RUN);
+  *experimental claims* with REPRODUCED / PARTLY / NOT REPRODUCED / UNDECIDED / NOT RUN; O1, O1b
+  and O1c are *open problems*, searched by computation, with FOUND / NOT FOUND, or FAIL when one
+  of their PASS / FAIL sub-checks, a control of the search, fails);
 * ``verdict``: a :class:`Verdict`;
 * ``evidence``: numbers with their spread (:class:`Evidence`: seed standard deviation,
   confidence interval, tolerance);
@@ -37,7 +39,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from theory.claims.catalogue import CATALOGUE, CHECK_IDS
+from theory.claims.catalogue import CATALOGUE, CHECK_IDS, OPEN_IDS
 
 __all__ = ["Verdict", "Evidence", "SubCheck", "Claim", "not_run", "to_json", "from_json"]
 
@@ -50,7 +52,9 @@ class Verdict(str, Enum):
     experimental claim (or one of its settings) whose runs have not settled within their budget (a
     snapshot decides nothing; the record says how far the runs got and carries the command that
     continues them); ``NOT_RUN`` when no result exists yet (the record then carries the command
-    that produces one).
+    that produces one). ``FOUND`` / ``NOT_FOUND`` for an open problem (and its per-setting
+    findings): the search found what the criterion declared (e.g. a configuration that beats NC
+    by the declared margin), or did not within the searched range; neither is a failure.
     """
 
     PASS = "PASS"
@@ -60,6 +64,8 @@ class Verdict(str, Enum):
     NOT_REPRODUCED = "NOT REPRODUCED"
     UNDECIDED = "UNDECIDED"
     NOT_RUN = "NOT RUN"
+    FOUND = "FOUND"
+    NOT_FOUND = "NOT FOUND"
 
     def __str__(self) -> str:  # "NOT REPRODUCED", not "Verdict.NOT_REPRODUCED"
         return self.value
@@ -82,8 +88,8 @@ class Verdict(str, Enum):
 
     @property
     def ok(self) -> bool:
-        """True for ``PASS`` and ``REPRODUCED``."""
-        return self in (Verdict.PASS, Verdict.REPRODUCED)
+        """True for ``PASS`` and ``REPRODUCED``, and for the answers ``FOUND`` / ``NOT FOUND`` of an open problem."""
+        return self in (Verdict.PASS, Verdict.REPRODUCED, Verdict.FOUND, Verdict.NOT_FOUND)
 
 
 #: Kinds of spread an :class:`Evidence` can carry (``""``: a number without spread).
@@ -310,6 +316,9 @@ class SubCheck:
 _CHECK_VERDICTS = (Verdict.PASS, Verdict.FAIL, Verdict.NOT_RUN)
 
 
+_OPEN_VERDICTS = (Verdict.FOUND, Verdict.NOT_FOUND, Verdict.FAIL, Verdict.NOT_RUN)
+
+
 _CLAIM_VERDICTS = (
     Verdict.REPRODUCED,
     Verdict.PARTLY,
@@ -326,7 +335,8 @@ class Claim:
     Args:
         id: a :data:`CATALOGUE` id.
         verdict: PASS / FAIL / NOT RUN for checks; REPRODUCED / PARTLY / NOT REPRODUCED /
-            UNDECIDED / NOT RUN for experimental claims.
+            UNDECIDED / NOT RUN for experimental claims; FOUND / NOT FOUND / FAIL / NOT RUN for
+            open problems.
         evidence: headline numbers with spread.
         subchecks: the individual checks or per-setting judgements.
         setting: where it was tested (field -> value, e.g. ``{"data": "synthetic", "C": "10"}``).
@@ -355,7 +365,8 @@ class Claim:
         if self.id not in CATALOGUE:
             raise ValueError(f"id must be one of {list(CATALOGUE)}, got {self.id!r}")
         v = Verdict.parse(self.verdict)
-        allowed = _CHECK_VERDICTS if CATALOGUE[self.id].kind == "check" else _CLAIM_VERDICTS
+        kind = CATALOGUE[self.id].kind
+        allowed = {"check": _CHECK_VERDICTS, "open": _OPEN_VERDICTS}.get(kind, _CLAIM_VERDICTS)
         if v not in allowed:
             raise ValueError(
                 f"verdict of {CATALOGUE[self.id].kind} {self.id} must be one of "
@@ -389,9 +400,32 @@ class Claim:
             verdict = Verdict.PASS if all(s.passed for s in subs) else Verdict.FAIL
         return cls(claim_id, verdict, subchecks=subs, **kwargs)
 
+    @classmethod
+    def from_findings(cls, claim_id: str, subchecks: Sequence[SubCheck], **kwargs: Any) -> Claim:
+        """An open problem's record from its findings and controls.
+
+        FAIL if a PASS / FAIL sub-check fails, else FOUND if any sub-check is FOUND, else NOT
+        FOUND (NOT RUN without sub-checks).
+
+        Raises:
+            ValueError: ``claim_id`` is not an open-problem id.
+        """
+        if claim_id not in CATALOGUE or CATALOGUE[claim_id].kind != "open":
+            raise ValueError(f"claim_id must be an open-problem id {list(OPEN_IDS)}, got {claim_id!r}")
+        subs = tuple(subchecks)
+        if not subs:
+            verdict = Verdict.NOT_RUN
+        elif any(s.verdict == Verdict.FAIL for s in subs):
+            verdict = Verdict.FAIL
+        elif any(s.verdict == Verdict.FOUND for s in subs):
+            verdict = Verdict.FOUND
+        else:
+            verdict = Verdict.NOT_FOUND
+        return cls(claim_id, verdict, subchecks=subs, **kwargs)
+
     @property
     def kind(self) -> str:
-        """``"check"`` or ``"claim"`` (from the catalogue)."""
+        """``"check"``, ``"claim"`` or ``"open"`` (from the catalogue)."""
         return CATALOGUE[self.id].kind
 
     @property

@@ -75,6 +75,7 @@ def test_w5_rejects_a_table_without_the_columns():
 
 
 def test_command_for_every_catalogue_id():
+    assert commands.OPEN_IDS == claims.OPEN_IDS
     assert commands.CHECK_IDS == claims.CHECK_IDS and set(commands.CLAIM_COMMANDS) == set(claims.CATALOGUE)
     for cid in claims.CATALOGUE:
         for scale in commands.SCALES:
@@ -113,7 +114,7 @@ def test_commands_agree_with_the_producers_own_commands():
             assert commands.command_for(cid, results="RES", scale=scale) == group_command(
                 group, results="RES"
             )
-    covered = set(claims.CHECK_IDS) | set(CLAIM_GRIDS) | set(groups) | {"W4", "W5"}
+    covered = set(claims.CHECK_IDS) | set(claims.OPEN_IDS) | set(CLAIM_GRIDS) | set(groups) | {"W4", "W5"}
     assert covered == set(claims.CATALOGUE)
     assert commands.command_for("W4", results="RES").startswith("python -m benchmarks.gpu_check --out RES/")
 
@@ -155,6 +156,26 @@ def test_theory_producers_have_what_the_figures_need():
     assert (hg["ci_low"] <= hg["estimate"]).all() and (hg["estimate"] <= hg["ci_high"]).all()
     with pytest.raises(ValueError, match="scale"):
         produce_theory.hucl_nc_table("huge")
+
+
+def test_open_problem_tables_share_the_checks_rows(monkeypatch):
+    """The open-problem tables are the rows of theory.claims.open_search at the checks' scale."""
+    from theory.claims import open_search
+
+    seen = []
+    monkeypatch.setattr(open_search, "landscape_rows", lambda s, seed: seen.append((s, seed)) or ({"a": 1},))
+    monkeypatch.setattr(open_search, "hessian_rows", lambda s: seen.append((s,)) or ({"kind": "ball"},))
+    assert produce_theory.open_landscape_table("quick", 3).to_dict("records") == [{"a": 1}]
+    assert produce_theory.open_hessian_table("paper")["kind"].tolist() == ["ball"]
+    assert seen == [("quick", 3), ("full",)]
+    for bad in (
+        lambda: produce_theory.open_landscape_table("huge"),
+        lambda: produce_theory.open_hessian_table("x"),
+    ):
+        with pytest.raises(ValueError, match="scale"):
+            bad()
+    with pytest.raises(ValueError, match="seed"):
+        produce_theory.open_landscape_table("quick", -1)
 
 
 def test_spectrum_table_from_class_means_and_from_wide_columns():

@@ -82,6 +82,15 @@ PINNED: dict[str, tuple[str, ...]] = {
     # docs/metrics.md#effective-rank: effective rank of the class-mean matrix M (C - 1 at an ETF)
     "vs_beta_scl": (ETF, WCV, "effective rank of M", "ETF: C − 1 = …"),
     "vs_beta_ucl": (ETF, WCV, "effective rank of M", "ETF: C − 1 = …"),
+    # docs/open_problems.md#o1c-a-bracket-on-the-tight-bound: the certified bound, log 2 the large-beta value
+    "open_bracket": ("batch HUCL loss (dotted: certified lower bound)", "log 2", "C = …"),
+    # docs/open_problems.md#o1b-the-hessian-at-nc: the saddle on the sphere, the KKT point of the ball
+    "open_beta_c": (
+        "sphere: NC becomes a saddle",
+        "ball: NC no longer a KKT point",
+        "sphere: search beats NC (β_c on the grid)",
+    ),
+    "open_hessian": ("smallest eigenvalue of the Hessian at NC (symlog)", "HUCL, C = …"),
     "within_class_scl": (WCV + " (within-class variation)",),
     "within_class_ucl": (WCV + " (within-class variation)",),
 }

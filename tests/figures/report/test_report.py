@@ -317,6 +317,14 @@ def test_shared_setting_appears_once_in_the_report(ctx):
             command="python -m theory --quick",
         )
         for cid in claims.CHECK_IDS
+    ] + [  # the open problems, judged by the same command
+        claims.Claim.from_findings(
+            cid,
+            [claims.SubCheck("c", claims.Verdict.FOUND)],
+            setting=common,
+            command="python -m theory --quick",
+        )
+        for cid in claims.OPEN_IDS
     ]
     paths = write_report(ctx)
     md = paths["md"].read_text()

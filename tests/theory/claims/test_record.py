@@ -14,6 +14,7 @@ from theory.claims import (
     CATALOGUE,
     CHECK_IDS,
     CLAIM_IDS,
+    OPEN_IDS,
     Claim,
     Evidence,
     SubCheck,
@@ -69,7 +70,9 @@ def test_verdict_parse_and_ok():
 
 def test_catalogue_ids_and_statements():
     assert CHECK_IDS == ("T1", "T2", "T3", "T4", "T5", "T6", "T7", "T8", "W-law")
-    assert set(CHECK_IDS) | set(CLAIM_IDS) == set(ALL_IDS) and not set(CHECK_IDS) & set(CLAIM_IDS)
+    assert OPEN_IDS == ("O1", "O1b", "O1c")
+    assert set(CHECK_IDS) | set(CLAIM_IDS) | set(OPEN_IDS) == set(ALL_IDS)
+    assert len(CHECK_IDS) + len(CLAIM_IDS) + len(OPEN_IDS) == len(ALL_IDS)
     assert statement("T4") == CATALOGUE["T4"].statement == "SCL minimised by NC, value L*_SCL"
     with pytest.raises(ValueError, match="claim_id"):
         statement("T99")
