@@ -10,7 +10,7 @@ the store. Subpackages, one concern each:
   real-data runs too; it knows no config class);
 * :mod:`synthetic.sweep` -- TOML grids (``synthetic/grids/*.toml``) and resumable sweeps on local
   processes, dask or SLURM;
-* :mod:`synthetic.claims` -- the claims S1-S4, R1s-R3s, R4, R5 judged from the stored runs with the
+* :mod:`synthetic.claims` -- the claims S1-S4, R1s-R3s, R4, R5 and the open problem O2 judged from the stored runs with the
   criteria declared in the grid files;
 * ``python -m synthetic`` -- the command line (``sweep``, ``summary``, ``claims``, ``grids``).
 """

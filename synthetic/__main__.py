@@ -90,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m synthetic",
         description="Synthetic contrastive-learning experiments (latent-class data, Adam): "
         "resumable sweeps, seed summaries and the verdicts of claims S1-S4, R1s-R3s (the synthetic "
-        "analogues of R1-R3), R4 and R5.",
+        "analogues of R1-R3), R4 and R5, and the open problem O2.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=__doc__.split("Examples::", 1)[1],
     )
@@ -305,10 +305,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser(
         "claims",
-        help="judge claims S1-S4, R1s-R3s, R4 and R5 from claim-grid results",
+        help="judge claims S1-S4, R1s-R3s, R4, R5 and the open problem O2 from claim-grid results",
         description="Evaluate claims S1-S4, R1s-R3s (the synthetic analogues of the CIFAR claims "
         "R1-R3, the project's design: never a verdict on those), R4, R5 (docs/claims.md) from DIR/<grid>/ "
-        "folders written by the shipped claim grids; prints numbers with seed spread. A verdict "
+        "folders written by the shipped claim grids, then the open problem O2 (where Dimensional "
+        "Collapse is avoided without NC: the map of every settled setting, docs/open_problems.md); "
+        "prints numbers with seed spread. A verdict "
         "reads runs that settled under their grid's convergence rule; a claim with an unsettled "
         "setting is UNDECIDED and names the command that continues it "
         "(docs/claims.md#convergence-and-undecided).",
@@ -500,7 +502,7 @@ def _claims(args) -> int:
     verdicts = evaluate_claims(table)
     for _, r in verdicts.iterrows():
         # a scaled grid folder (e.g. s3_hucl_beta-paper) is judged apart and named
-        where = f" [{r['grid']}]" if r["grid"] and r["grid"] != CLAIMS[r["claim"]][1] else ""
+        where = f" [{r['grid']}]" if r["grid"] and r["grid"] != CLAIMS.get(r["claim"], ("", ""))[1] else ""
         print(
             f"{r['claim']}{where}: {r['verdict'].upper()}  ({r['n_runs']} runs)\n  {r['statement']}\n  {r['measured']}\n"
         )

@@ -183,7 +183,7 @@ def load_synthetic(results: str | os.PathLike) -> pd.DataFrame:
 def synthetic_claims(
     table: pd.DataFrame, *, results: str | os.PathLike = "results", scale: str = "default"
 ) -> list[claims.Claim]:
-    """Claims S1-S4, R1s-R3s, R4, R5 as the synthetic package judges them (``synthetic.claims.records.judge``).
+    """Claims S1-S4, R1s-R3s, R4, R5 and O2 as the synthetic package judges them (``synthetic.claims.records.judge``).
 
     Each record comes straight from its producer: verdict, evidence with seed spread, one
     sub-check per setting, the setting, the criterion declared in the grid file and the command

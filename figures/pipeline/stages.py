@@ -8,7 +8,7 @@ marked "at once" at the same time when ``--jobs`` > 1):
                     (:mod:`figures.pipeline.cache`);
 2. ``synthetic`` (at once) -- the synthetic claim grids at the job's scale, trained through the
                     synthetic package or reused from ``<results>/synthetic``, and its records of
-                    S1-S4, R1s-R3s, R4, R5;
+                    S1-S4, R1s-R3s, R4, R5 and O2;
 3. ``realdata``  (at once) -- the real-data digits scale (``realdata.claims.run.run_digits``):
                     records R1-R5, W1-W4, tables and WeiNCE score files under ``<results>``;
 4. ``weince``    (after realdata) -- the noise-floor simulation and its W5 verdict (cached);
@@ -131,7 +131,7 @@ class TheoryStage:
 
 
 class SyntheticStage:
-    """The synthetic claim grids at the job's scale (run, or reused), and S1-S4, R1s-R3s, R4, R5.
+    """The synthetic claim grids at the job's scale (run, or reused), and S1-S4, R1s-R3s, R4, R5, O2.
 
     The grids train through the synthetic package (:func:`produce_synthetic.run_synthetic`: ``--jobs``
     worker processes, or the ``--scheduler`` cluster) into ``RESULTS/synthetic``; every stored

@@ -66,6 +66,9 @@ CLAIM_COMMANDS: dict[str, str] = {
     **{cid: _REALDATA.replace("{group}", group) for cid, group in REALDATA_GROUPS.items()},
     "W4": "python -m benchmarks.gpu_check --out {results}/bench/gpu_check.json (on a GPU)",
     "W5": "python -m figures --only noise_floor{scale}",
+    # the open problem read from every synthetic grid's settled runs (synthetic.claims.open_map)
+    "O2": "python -m synthetic sweep synthetic/grids/*.toml{scale} --results {results}/synthetic && "
+    "python -m synthetic claims {results}/synthetic",
 }
 
 

@@ -1,4 +1,4 @@
-"""The synthetic claims S1-S4, R1s-R3s, R4, R5: criteria from the grid files, judges, records.
+"""The synthetic claims S1-S4, R1s-R3s, R4, R5 and the open problem O2: criteria, judges, records.
 
 * :mod:`synthetic.claims.criteria` -- the claim grids, their declared criteria, the commands;
 * :mod:`synthetic.claims.rows` -- run summaries, seed aggregates, NC / DC of a setting;

@@ -1,11 +1,12 @@
-"""The synthetic claims as ``theory.claims`` records: S1, S2, S3, S4, R1s, R2s, R3s, R4, R5.
+"""The synthetic claims as ``theory.claims`` records: S1, S2, S3, S4, R1s, R2s, R3s, R4, R5, and O2.
 
 Each claim is judged from the runs of its grid (:mod:`synthetic.claims.criteria`) with the
 criteria declared in that grid file's ``[claim]`` table before the runs, by the rule of
 :mod:`synthetic.claims.judges`. :func:`judge` returns one record per claim and stored grid scale
 (``NOT RUN`` with the command that produces the results where none is stored): verdict, headline
 evidence as numbers with their seed spread, one sub-check per setting, the setting, the exact
-command and the criterion text. :func:`evaluate_claims` is the DataFrame view of
+command and the criterion text; after them the open problem O2, the map of every decided setting
+(:mod:`synthetic.claims.open_map`), one record per stored scale. :func:`evaluate_claims` is the DataFrame view of
 ``python -m synthetic claims`` (one row per record, every number in ``measured``);
 :func:`claim_details` the per-setting table.
 """
@@ -19,6 +20,7 @@ import pandas as pd
 
 from synthetic.claims.criteria import _FIGURES, CLAIM_GRIDS, command, criteria, criterion_text
 from synthetic.claims.judges import JUDGES
+from synthetic.claims.open_map import judge_o2
 from synthetic.claims.rows import (
     aggregate,
     is_dc,
@@ -55,7 +57,7 @@ def _scale(folder: str, grid: str) -> str:
 
 
 def judge(table: pd.DataFrame, *, results: str = "results", scale: str = "default") -> list[records.Claim]:
-    """Records of S1-S4, R1s-R3s, R4, R5 from a table of grid folders (a ``grid`` column).
+    """Records of S1-S4, R1s-R3s, R4, R5 and O2 from a table of grid folders (a ``grid`` column).
 
     R1s, R2s and R3s share the grid r1r3_analogue: each reads the same folders with its own criteria.
 
@@ -133,6 +135,22 @@ def judge(table: pd.DataFrame, *, results: str = "results", scale: str = "defaul
                 )
             )
         out += [r for _, r in sorted(found, key=lambda x: x[0])]
+    return out + _open_map(table, results=results, scale=scale)
+
+
+def _open_map(table: pd.DataFrame, *, results: str, scale: str) -> list[records.Claim]:
+    """O2 (:mod:`synthetic.claims.open_map`) per scale of the stored claim grids, ``scale`` first."""
+    by_scale: dict[str, list[str]] = {}
+    for grid in dict.fromkeys(CLAIM_GRIDS.values()):
+        for folder in _grids_of(table, grid) if len(table) else []:
+            by_scale.setdefault(_scale(folder, grid), []).append(folder)
+    if not by_scale:
+        return [judge_o2(table.iloc[0:0], table.iloc[0:0], results=results, scale=scale)]
+    out = []
+    for sc in sorted(by_scale, key=lambda x: (x != scale, x)):
+        rows = table[table[GRID].astype(str).isin(by_scale[sc])]
+        decided, undecided = split(run_summary(rows))
+        out.append(judge_o2(decided, undecided, results=results, scale=sc))
     return out
 
 
@@ -173,6 +191,8 @@ _OLD_VERDICTS = {
     "NOT REPRODUCED": "not reproduced",
     "UNDECIDED": "undecided",
     "NOT RUN": "no data",
+    "FOUND": "found",
+    "NOT FOUND": "not found",
 }
 
 
@@ -191,6 +211,7 @@ def evaluate_claims(table: pd.DataFrame, **kwargs: Any) -> pd.DataFrame:
         text = format_records([c]).split("\n", 2)[2] if c.evidence or c.subchecks else c.notes
         grid = c.setting.get("grid", "")
         n_runs = int(table.loc[table[GRID].astype(str) == grid, RUN_KEY].nunique()) if grid else 0
+        n_runs = int(c.setting.get("runs", n_runs))  # O2 reads the runs of every grid of its scale
         rows.append(
             dict(
                 claim=c.id,

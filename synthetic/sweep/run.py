@@ -181,6 +181,7 @@ def estimate_grid(grid: Grid, *, jobs: int = 1, threads: int = 1, stack: bool = 
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"jobs must be a positive integer, got {jobs!r}")
     trainer = engine_trainer()
+    assert trainer.train_stack is not None  # the engine trains groups
     configs = list(grid.configs)
     tasks = _make_tasks(configs, configs, trainer.plan if stack else None)
     return estimate_cost(tasks, trainer.train_stack, jobs=jobs, threads=threads)

@@ -9,7 +9,8 @@ judges and the report of ``python -m figures`` -- is a :class:`Claim`:
   claim ids (T1-T8 and W-law are *checks* with PASS / FAIL; S1-S4, R1-R5 and W1-W5 are
   *experimental claims* with REPRODUCED / PARTLY / NOT REPRODUCED / UNDECIDED / NOT RUN; O1, O1b
   and O1c are *open problems*, searched by computation, with FOUND / NOT FOUND, or FAIL when one
-  of their PASS / FAIL sub-checks, a control of the search, fails);
+  of their PASS / FAIL sub-checks, a control of the search, fails; O2, the open problem read from
+  the synthetic runs, is UNDECIDED when none of its settings has settled);
 * ``verdict``: a :class:`Verdict`;
 * ``evidence``: numbers with their spread (:class:`Evidence`: seed standard deviation,
   confidence interval, tolerance);
@@ -316,7 +317,8 @@ class SubCheck:
 _CHECK_VERDICTS = (Verdict.PASS, Verdict.FAIL, Verdict.NOT_RUN)
 
 
-_OPEN_VERDICTS = (Verdict.FOUND, Verdict.NOT_FOUND, Verdict.FAIL, Verdict.NOT_RUN)
+#: An open problem answered from training runs (O2) is UNDECIDED when none of its runs settled.
+_OPEN_VERDICTS = (Verdict.FOUND, Verdict.NOT_FOUND, Verdict.FAIL, Verdict.UNDECIDED, Verdict.NOT_RUN)
 
 
 _CLAIM_VERDICTS = (

@@ -114,7 +114,15 @@ def test_commands_agree_with_the_producers_own_commands():
             assert commands.command_for(cid, results="RES", scale=scale) == group_command(
                 group, results="RES"
             )
-    covered = set(claims.CHECK_IDS) | set(claims.OPEN_IDS) | set(CLAIM_GRIDS) | set(groups) | {"W4", "W5"}
+    from synthetic.claims.open_map import command as open_map_command
+
+    for scale in commands.SCALES:  # O2 reads every synthetic grid
+        assert commands.command_for("O2", results="RES", scale=scale) == open_map_command(
+            results="RES/synthetic", scale=scale
+        )
+    covered = (
+        set(claims.CHECK_IDS) | set(claims.OPEN_IDS) | set(CLAIM_GRIDS) | set(groups) | {"W4", "W5", "O2"}
+    )
     assert covered == set(claims.CATALOGUE)
     assert commands.command_for("W4", results="RES").startswith("python -m benchmarks.gpu_check --out RES/")
 

@@ -194,7 +194,7 @@ def test_synthetic_stage_trains_the_quick_grids_then_reuses_them(tmp_path):
         for fid in ("conditions_scl", "spectrum_scl"):
             assert availability(registry.get(fid), ctx.tables).ok, fid
         by_id = {r.id: r for r in ctx.records}
-        assert list(by_id) == list(CLAIM_GRIDS)
+        assert list(by_id) == [*CLAIM_GRIDS, "O2"]
         for cid, rec in by_id.items():
             assert rec.verdict != V.NOT_RUN and rec.setting.get("scale") == "quick", (cid, rec.setting)
 

@@ -295,7 +295,8 @@ def test_r5_verdicts():
 
 def test_not_run_records_and_frame_views():
     recs = records.judge(pd.DataFrame(), results="R")
-    assert [r.id for r in recs] == list(criteria.CLAIM_GRIDS)
+    # every claim of a grid, then the open problem O2 (the map of every grid's settled settings)
+    assert [r.id for r in recs] == [*criteria.CLAIM_GRIDS, "O2"]
     assert all(r.verdict is Verdict.NOT_RUN and "--results R" in r.command and r.criterion for r in recs)
     t = _table(_runs("s1_scl_hscl_nc", dict(encoder="free"), NC))
     frame = records.evaluate_claims(t)
@@ -312,7 +313,7 @@ def test_not_run_records_and_frame_views():
     assert row["verdict"] == "reproduced" and "etf_mean = 0.011 ± 0.001" in row["measured"]
     assert frame.set_index("claim").loc["S2", "verdict"] == "no data"
     tidy = records.to_frame(records.judge(t))
-    assert set(tidy["id"]) == set(criteria.CLAIM_GRIDS)
+    assert set(tidy["id"]) == {*criteria.CLAIM_GRIDS, "O2"}
     details = records.claim_details(t)
     assert bool(details["nc"].all()) and "dc_rank_1e-2" in details.columns
     # grids whose criteria define no DC (S2, S3, R5) give no DC flags, and no error
