@@ -117,8 +117,9 @@ def test_quick_grid_sweep_summary_and_claims(tmp_path, capsys):
     for claim in ("S2", "S3", "S4", "R1s", "R2s", "R3s", "R4", "R5"):
         assert f"{claim}: NO DATA  (0 runs)" in out
     v = pd.read_csv(tmp_path / "v.csv")
-    assert list(v["claim"]) == ["S1", "S2", "S3", "S4", "R1s", "R2s", "R3s", "R4", "R5"]
-    assert list(v["verdict"]) == ["undecided"] + ["no data"] * 8
+    assert list(v["claim"]) == ["S1", "S2", "S3", "S4", "R1s", "R2s", "R3s", "R4", "R5", "O2"]
+    # O2 reads the one grid's runs: none settled (no rule), so it is undecided too
+    assert list(v["verdict"]) == ["undecided"] + ["no data"] * 8 + ["undecided"]
     # the single grid folder judges the same claim
     assert main(["claims", str(res / "s1_scl_hscl_nc")]) == 0
     single = capsys.readouterr().out

@@ -168,7 +168,7 @@ def test_synthetic_stage_with_an_empty_producer_marks_claims_not_run(tmp_path):
     assert calls == [(tmp_path / "res", "quick", 1, None, True)]
     assert "no synthetic results" in detail and "synthetic" not in ctx.tables
     ids = [r.id for r in ctx.records]
-    assert ids == ["S1", "S2", "S3", "S4", "R1s", "R2s", "R3s", "R4", "R5"]
+    assert ids == ["S1", "S2", "S3", "S4", "R1s", "R2s", "R3s", "R4", "R5", "O2"]
     assert all(r.verdict == V.NOT_RUN and "python -m synthetic sweep" in r.command for r in ctx.records)
     assert f"--results {tmp_path / 'res'}/synthetic" in ctx.records[0].command
     assert "--scale quick" in ctx.records[0].command
@@ -209,7 +209,18 @@ def test_synthetic_stage_reports_failed_runs_as_a_failure(tmp_path):
     assert run_stages(ctx, [stage]) == 1
     res = ctx.stages[0]
     assert res.status == "failed" and "1 synthetic runs failed (g/abc: diverged)" in res.detail
-    assert [r.id for r in ctx.records] == ["S1", "S2", "S3", "S4", "R1s", "R2s", "R3s", "R4", "R5"]  # judged
+    assert [r.id for r in ctx.records] == [
+        "S1",
+        "S2",
+        "S3",
+        "S4",
+        "R1s",
+        "R2s",
+        "R3s",
+        "R4",
+        "R5",
+        "O2",
+    ]  # judged
 
 
 def test_progress_lines_when_not_a_terminal():
