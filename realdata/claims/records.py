@@ -316,7 +316,7 @@ def _write_tables(
 ) -> list[Path]:
     out = []
     frames = [
-        t.drop(columns=["class_means"], errors="ignore").assign(grid=name)
+        t.drop(columns=["class_means"], errors="ignore").copy().assign(grid=name)  # copy: one block
         for name, t in tables.items()
         if len(t)
     ]
