@@ -164,7 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--estimate-only",
         action="store_true",
         help="measure and print the cost of every run of each grid (stored or not) as above, then "
-        "stop: nothing is trained or written",
+        "stop: only the probe trains (a few steps per shape) and nothing is stored",
     )
     cl = s.add_argument_group(
         "cluster",
@@ -442,7 +442,8 @@ def _sweep(args) -> int:
         for g in grids:
             print(f"grid {g.name} ({g.source}, scale {scale}): {len(g)} runs", flush=True)
             workers = args.jobs if args.jobs > 0 else (os.cpu_count() or 1)
-            print(estimate_grid(g, jobs=workers, threads=args.threads or 1).text(), flush=True)
+            cost = estimate_grid(g, jobs=workers, threads=args.threads or 1, stack=not args.no_stack)
+            print(cost.text(), flush=True)
         return 0
     cluster, close_cluster = _make_cluster(args)
     if args.print_job_script:

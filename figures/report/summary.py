@@ -40,8 +40,8 @@ OUTCOME_GROUPS: dict[str, str] = {
     "NOT REPRODUCED": "Does not reproduce",
     "UNDECIDED": "Undecided",
     "NOT RUN": "Not run",
-    "FOUND": "Open problems: found by the search",
-    "NOT FOUND": "Open problems: not found by the search",
+    "FOUND": "Open problems: found",
+    "NOT FOUND": "Open problems: not found",
 }
 
 #: Evidence items shown on a summary line (the judges list their deciding numbers first).

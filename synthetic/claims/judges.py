@@ -424,6 +424,9 @@ def judge_r4(runs: pd.DataFrame, crit: dict[str, Any]) -> Result:
     if len(runs) == 0:
         return Verdict.NOT_RUN, [], [], "no run with init = 'nc'"
     agg, by = _prepare(runs, crit, exclude=("init_key",))
+    for c in _DRAWN:  # a single decided (method, beta) does not vary, but every row names it
+        if c not in agg.columns and c in runs.columns:
+            agg[c] = runs[c].iloc[0]
     cols = _setting_cols(by)
     drift = {float(b) for b in crit["drift_betas"]}
     premise = all(

@@ -14,9 +14,13 @@ same as the grids' NC and DC criteria):
 * ``rank kept, no NC``: neither (the class means keep their dimensions, but their geometry or the
   within-class spread is not NC).
 
-The record's verdict answers the first question: FOUND when some decided setting keeps its rank
-without NC, NOT FOUND when none does (with the decided settings counted); a sub-check answers the
-second (DC without hard negatives: a beta = 0 setting in DC). Each setting of the map is a sub-check
+The same configuration stored in two grid folders (S2's and S3's UCL with label positives share
+their run keys) is one setting of the map, named by both grids; a setting whose rank was not
+recorded is ``rank unknown`` and never counts as found. The record's verdict answers the first
+question: FOUND when some decided setting keeps its rank without NC (the undecided ones cannot
+undo it), NOT FOUND when none does and every setting is decided, UNDECIDED when none does but
+some setting is undecided (it could); a sub-check answers the second (DC without hard negatives:
+a beta = 0 setting in DC) by the same rule. Each setting of the map is a sub-check
 with its etf_mean, within-class variation and rank as seed mean ± std; the notes state the map in a
 few lines, by grid, method and beta, normalisation, encoder and C. A scale with no stored synthetic
 run reads NOT RUN with the command; one whose settings are all undecided reads UNDECIDED.
@@ -24,6 +28,7 @@ run reads NOT RUN with the command; one whose settings are all undecided reads U
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -38,7 +43,7 @@ from synthetic.claims.rows import (
     setting_columns,
     with_available,
 )
-from synthetic.store.schema import GRID
+from synthetic.store.schema import GRID, RUN_KEY
 from theory import claims as records
 
 __all__ = ["CLAIM_ID", "CRITERIA", "CELLS", "classify", "judge_o2", "command"]
@@ -57,12 +62,13 @@ CRITERIA: dict[str, Any] = {
     "within_class_variation < 0.1; DC = rank_1e-2 of the centred class means <= 0.8 x "
     "min(rank_1e-2 at epoch 0, C - 1); otherwise 'rank kept, no NC'",
     "found": "FOUND when some decided setting keeps its class-mean rank without NC; NOT FOUND when "
-    "none does; beside it (a sub-check): DC without hard negatives, FOUND when some beta = 0 "
-    "setting is in DC",
+    "none does and no setting is undecided (an undecided one could still, so then UNDECIDED); a "
+    "setting whose rank was not recorded is 'rank unknown' and never FOUND; beside it (a "
+    "sub-check, the same rule): DC without hard negatives, FOUND when some beta = 0 setting is in DC",
 }
 
-#: The cells of the map, in reading order.
-CELLS = ("NC", "DC", "rank kept, no NC")
+#: The cells of the map, in reading order ("rank unknown": a rank not recorded, never FOUND).
+CELLS = ("NC", "DC", "rank kept, no NC", "rank unknown")
 
 #: The columns a map line names (those present and varying).
 _MAP_COLUMNS = (
@@ -106,19 +112,39 @@ def classify(runs: pd.DataFrame, crit: dict[str, Any] | None = None) -> pd.DataF
     if missing:
         raise ValueError(f"runs must carry the columns {missing} (a run summary of synthetic runs)")
     runs = with_available(runs, (t,))
-    agg = aggregate(runs, _setting_keys(runs))
+    # one setting once: the same config in two grid folders (S2's and S3's UCL, say) is one run key
+    if RUN_KEY in runs.columns:
+        grids = (
+            runs.groupby(RUN_KEY, sort=False)[GRID].agg(lambda g: "+".join(dict.fromkeys(map(str, g))))
+            if GRID in runs.columns
+            else None
+        )
+        runs = runs.drop_duplicates(RUN_KEY).copy()
+        if grids is not None:
+            runs[GRID] = runs[RUN_KEY].map(grids)
+    keys = setting_columns(runs)
+    agg = aggregate(runs, keys)
+    if GRID in runs.columns:
+        where = runs.groupby(keys, sort=False, dropna=False)[GRID].agg(
+            lambda g: "+".join(dict.fromkeys("+".join(g).split("+")))
+        )
+        agg.insert(0, GRID, list(where))
     cells = []
     for _, r in agg.iterrows():
-        nc = is_nc(r, crit)
-        dc = bool(is_dc(r, t, crit))
-        cells.append("NC" if nc and not dc else "DC" if dc else "rank kept, no NC")
+        dc = is_dc(r, t, crit)
+        if dc is None:
+            cells.append("rank unknown")
+        elif dc:
+            cells.append("DC")
+        else:
+            cells.append("NC" if is_nc(r, crit) else "rank kept, no NC")
     agg["cell"] = cells
     return agg.reset_index(drop=True)
 
 
 def _setting_keys(runs: pd.DataFrame) -> list[str]:
-    """The config columns that tell settings apart (every config column but seed)."""
-    return [GRID, *setting_columns(runs)] if GRID in runs.columns else setting_columns(runs)
+    """The config columns that tell settings apart (every config column but seed and grid)."""
+    return setting_columns(runs)
 
 
 def _line(row: pd.Series, cols: Sequence[str]) -> str:
@@ -141,12 +167,18 @@ def judge_o2(
     """
     cmd = command(results, scale)
     crit_text = f"{CRITERIA['map']}. {CRITERIA['found']}"
-    n_open = 0
+    # the map is of runs from a random initialisation: R4's near-NC starts answer another question
+    decided, undecided = (
+        f[f["init"].astype(str) != "nc"] if "init" in f.columns else f for f in (decided, undecided)
+    )
+    n_open, open_beta0 = 0, 0
     if len(undecided):
-        keys = _setting_keys(undecided)
-        n_open = int(undecided[keys].astype(str).drop_duplicates().shape[0])
-    if "init" in decided.columns:
-        decided = decided[decided["init"].astype(str) != "nc"]
+        opened = undecided[_setting_keys(undecided)].astype(str).drop_duplicates()
+        n_open = len(opened)
+        if "beta" in undecided.columns:
+            b = pd.to_numeric(undecided.drop_duplicates(_setting_keys(undecided))["beta"], errors="coerce")
+            open_beta0 = int((b == 0).sum())
+    runs_read = len(decided) + len(undecided)
     if len(decided) == 0:
         if n_open == 0:
             return records.not_run(
@@ -158,8 +190,8 @@ def judge_o2(
         return records.Claim(
             CLAIM_ID,
             records.Verdict.UNDECIDED,
-            (records.Evidence("undecided settings (left out)", float(n_open)),),
-            setting={"scale": scale, "runs": str(len(undecided))},
+            (records.Evidence("undecided settings", float(n_open)),),
+            setting={"scale": scale, "runs": str(runs_read)},
             command=cmd,
             criterion=crit_text,
             notes="no decided setting: every setting has a seed that did not settle within its budget",
@@ -183,14 +215,26 @@ def judge_o2(
                 instances=int(r["n_seeds"]),
             )
         )
-    no_hard = agg[pd.to_numeric(agg.get("beta", pd.Series(0.0, index=agg.index)), errors="coerce") == 0]
+    beta = (
+        pd.to_numeric(agg["beta"], errors="coerce")
+        if "beta" in agg.columns
+        else pd.Series(math.nan, agg.index)
+    )
+    no_hard = agg[beta == 0]
     dc0 = no_hard[no_hard["cell"] == "DC"]
+    # an undecided beta = 0 setting could still end in DC: NOT FOUND only when none is open
+    v0 = (
+        records.Verdict.FOUND
+        if len(dc0)
+        else (records.Verdict.UNDECIDED if open_beta0 else records.Verdict.NOT_FOUND)
+    )
     subs.append(
         records.SubCheck(
             "DC without hard negatives: a beta = 0 setting in DC",
-            records.Verdict.FOUND if len(dc0) else records.Verdict.NOT_FOUND,
+            v0,
             (records.Evidence("beta = 0 settings in DC", float(len(dc0)), n=len(no_hard)),),
-            note="; ".join(_line(r, shown) for _, r in dc0.iterrows()),
+            note="; ".join(_line(r, shown) for _, r in dc0.iterrows())
+            + (f" ({open_beta0} undecided beta = 0 setting(s) left out)" if open_beta0 else ""),
         )
     )
     counts = {cell: int((agg["cell"] == cell).sum()) for cell in CELLS}
@@ -215,13 +259,17 @@ def judge_o2(
                     for _, r in rows.iterrows()
                 )
             )
-    verdict = records.Verdict.FOUND if counts["rank kept, no NC"] else records.Verdict.NOT_FOUND
+    # FOUND stands whatever the undecided settings do; NOT FOUND only when none is left open
+    if counts["rank kept, no NC"]:
+        verdict = records.Verdict.FOUND
+    else:
+        verdict = records.Verdict.UNDECIDED if n_open else records.Verdict.NOT_FOUND
     return records.Claim(
         CLAIM_ID,
         verdict,
         tuple(ev),
         tuple(subs),
-        setting={"scale": scale, "settings": str(len(agg)), "runs": str(len(decided) + len(undecided))},
+        setting={"scale": scale, "settings": str(len(agg)), "runs": str(runs_read)},
         command=cmd,
         criterion=crit_text,
         notes=" | ".join(lines) + (f" | {n_open} undecided setting(s) left out" if n_open else ""),

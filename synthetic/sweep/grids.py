@@ -208,6 +208,15 @@ def parse_grid(spec: Mapping, *, source: str = "<grid>") -> dict:
                 f"grid {source}: unknown keys {sorted(bad)} in [scale.{sname}]{hints}; expected {sorted(_SCALE_KEYS)}"
             )
         out["scales"][sname] = copy.deepcopy(sc)
+    if out["main_job_scales"] is not None:
+        known = {"default", "quick", *out["scales"]}
+        strays = sorted(set(out["main_job_scales"]) - known)
+        if strays:
+            hints = "".join(did_you_mean(u, known) for u in strays)
+            raise ValueError(
+                f"grid {source}: sweep.main_job_scales names unknown scales {strays}{hints}; "
+                f"known: {sorted(known)}"
+            )
     _check_disjoint(out, source)
     return out
 

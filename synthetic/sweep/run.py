@@ -180,6 +180,10 @@ def estimate_grid(grid: Grid, *, jobs: int = 1, threads: int = 1, stack: bool = 
         raise ValueError(f"grid must be a Grid, got {type(grid).__name__}")
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"jobs must be a positive integer, got {jobs!r}")
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"threads must be a positive integer, got {threads!r}")
+    if not isinstance(stack, bool):
+        raise ValueError(f"stack must be True or False, got {stack!r}")
     trainer = engine_trainer()
     assert trainer.train_stack is not None  # the engine trains groups
     configs = list(grid.configs)

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from theory.claims.catalogue import CATALOGUE, CHECK_IDS, OPEN_IDS
+from theory.claims.catalogue import CATALOGUE, CHECK_IDS
 
 __all__ = ["Verdict", "Evidence", "SubCheck", "Claim", "not_run", "to_json", "from_json"]
 
@@ -337,8 +337,8 @@ class Claim:
     Args:
         id: a :data:`CATALOGUE` id.
         verdict: PASS / FAIL / NOT RUN for checks; REPRODUCED / PARTLY / NOT REPRODUCED /
-            UNDECIDED / NOT RUN for experimental claims; FOUND / NOT FOUND / FAIL / NOT RUN for
-            open problems.
+            UNDECIDED / NOT RUN for experimental claims; FOUND / NOT FOUND / FAIL / UNDECIDED /
+            NOT RUN for open problems.
         evidence: headline numbers with spread.
         subchecks: the individual checks or per-setting judgements.
         setting: where it was tested (field -> value, e.g. ``{"data": "synthetic", "C": "10"}``).
@@ -413,7 +413,8 @@ class Claim:
             ValueError: ``claim_id`` is not an open-problem id.
         """
         if claim_id not in CATALOGUE or CATALOGUE[claim_id].kind != "open":
-            raise ValueError(f"claim_id must be an open-problem id {list(OPEN_IDS)}, got {claim_id!r}")
+            opens = [k for k, e in CATALOGUE.items() if e.kind == "open"]
+            raise ValueError(f"claim_id must be an open-problem id {opens}, got {claim_id!r}")
         subs = tuple(subchecks)
         if not subs:
             verdict = Verdict.NOT_RUN

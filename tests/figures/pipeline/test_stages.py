@@ -520,3 +520,4 @@ def test_the_main_job_leaves_out_a_grid_whose_main_job_scales_omit_the_scale():
     assert produce_synthetic.synthetic_runs("default") == sum(
         len(load_grid(n)) for n in names if n != "r1r3_analogue"
     )
+    assert produce_synthetic.synthetic_runs("default") == 93  # the README's count

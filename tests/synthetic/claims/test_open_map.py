@@ -81,11 +81,59 @@ def test_undecided_settings_are_left_out_and_counted():
         _runs("s3_hucl_beta", {"method": "HUCL", "beta": 10.0}, OFF, settled=False),
     )
     rec = _o2(table)
-    assert rec.verdict == Verdict.NOT_FOUND  # the only 'rank kept' setting has not settled
+    # the only 'rank kept' candidate has not settled: it could still be, so no NOT FOUND
+    assert rec.verdict == Verdict.UNDECIDED
     counts = {e.label: e.value for e in rec.evidence}
     assert counts["undecided settings (left out)"] == 1 and "1 undecided setting(s) left out" in rec.notes
+    found = _table(
+        _runs("s1_scl_hscl_nc", {}, NC),
+        _runs("s1_scl_hscl_nc", {"method": "HSCL", "beta": 10.0}, OFF),
+        _runs("s3_hucl_beta", {"method": "HUCL", "beta": 10.0}, OFF, settled=False),
+    )
+    assert _o2(found).verdict == Verdict.FOUND  # an undecided setting cannot undo a finding
     only_open = _table(_runs("s3_hucl_beta", {"method": "HUCL", "beta": 10.0}, OFF, settled=False))
     assert _o2(only_open).verdict == Verdict.UNDECIDED
+    # an undecided beta = 0 setting leaves 'DC without hard negatives' undecided too
+    open0 = _table(
+        _runs("s1_scl_hscl_nc", {"method": "HSCL", "beta": 10.0}, OFF),
+        _runs("s4_no_normalisation", {"normalization": "none"}, OFF, settled=False),
+    )
+    dc0 = [s for s in _o2(open0).subchecks if s.what.startswith("DC without hard negatives")][0]
+    assert dc0.verdict == Verdict.UNDECIDED
+
+
+def test_the_dc_line_the_available_rank_and_unknown_ranks():
+    C = 6
+    # final rank exactly 0.8 x min(rank at epoch 0, C - 1) = 0.8 x 5 = 4 is DC; 5 is not
+    at_line = _runs("s1_scl_hscl_nc", {"num_classes": C}, {**OFF, "rank_1e-2": 4.0}, init={"rank_1e-2": 9.0})
+    above = _runs(
+        "s1_scl_hscl_nc",
+        {"num_classes": C, "method": "HSCL", "beta": 2.0},
+        {**OFF, "rank_1e-2": 5.0},
+        init={"rank_1e-2": 9.0},
+    )
+    # min(): an initial rank above C - 1 (9 > 5) is capped at C - 1
+    got = open_map.classify(split(run_summary(_table(at_line, above)))[0]).set_index("beta")
+    assert got.loc[0.0, "cell"] == _cell(0.3, 0.4, 4.0, 9.0, C) == "DC"
+    assert got.loc[2.0, "cell"] == _cell(0.3, 0.4, 5.0, 9.0, C) == "rank kept, no NC"
+    assert got.loc[0.0, "init_avail_rank_1e-2_mean"] == C - 1
+    # a rank never recorded is neither kept nor lost, and never makes the answer FOUND
+    unknown = _table(
+        _runs("s1_scl_hscl_nc", {"num_classes": C}, {**OFF, "rank_1e-2": float("nan")}),
+        _runs("s1_scl_hscl_nc", {"num_classes": C, "method": "HSCL", "beta": 2.0}, NC),
+    )
+    rec = _o2(unknown)
+    assert rec.verdict == Verdict.NOT_FOUND
+    assert {e.label: e.value for e in rec.evidence}["decided settings: rank unknown"] == 1
+
+
+def test_a_config_stored_in_two_grids_is_one_setting():
+    same = {"method": "UCL", "encoder": "free"}
+    table = _table(_runs("s2_ucl_positives", same, NC), _runs("s3_hucl_beta", same, NC))
+    table["run_key"] = table["run_key"].str.replace("s3_hucl_beta", "s2_ucl_positives")  # one key
+    got = open_map.classify(split(run_summary(table))[0])
+    assert len(got) == 1 and got.loc[0, "grid"] == "s2_ucl_positives+s3_hucl_beta"
+    assert got.loc[0, "n_seeds"] == 3
 
 
 def test_near_nc_starts_are_not_part_of_the_map_and_no_runs_is_not_run():
@@ -94,6 +142,15 @@ def test_near_nc_starts_are_not_part_of_the_map_and_no_runs_is_not_run():
         _runs("r4_near_nc", {"init": "nc"}, NC),
     )
     assert _o2(table).verdict == Verdict.NOT_RUN and "random initialisation" in _o2(table).notes
+    # undecided near-NC runs are not counted either
+    mixed = _table(
+        _runs("s1_scl_hscl_nc", {}, NC),
+        _runs("r4_near_nc", {"init": "nc", "method": "HUCL", "beta": 30.0}, OFF, settled=False),
+        _runs("r4_near_nc", {"init": "nc"}, NC),
+    )
+    rec = _o2(mixed)
+    assert rec.verdict == Verdict.NOT_FOUND and rec.setting["runs"] == "3"
+    assert {e.label: e.value for e in rec.evidence}["undecided settings (left out)"] == 0
     empty = _o2(pd.DataFrame(columns=["grid", "run_key", "epoch"]))
     assert (
         empty.verdict == Verdict.NOT_RUN

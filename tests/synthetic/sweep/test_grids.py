@@ -63,6 +63,7 @@ def test_duplicate_configs_are_run_once():
         ({"other": {}}, "other"),
         ({"sweep": {"main_job_scales": "paper"}}, "main_job_scales"),
         ({"sweep": {"main_job_scales": [""]}}, "main_job_scales"),
+        ({"sweep": {"main_job_scales": ["papr"]}}, "main_job_scales"),  # a typo, not a silent drop
         ({"sweep": {"group": [{"lr": [0.1]}], "axes": {"lr": [0.2]}}}, "lr"),
     ],
 )
