@@ -142,11 +142,6 @@ def classify(runs: pd.DataFrame, crit: dict[str, Any] | None = None) -> pd.DataF
     return agg.reset_index(drop=True)
 
 
-def _setting_keys(runs: pd.DataFrame) -> list[str]:
-    """The config columns that tell settings apart (every config column but seed and grid)."""
-    return setting_columns(runs)
-
-
 def _line(row: pd.Series, cols: Sequence[str]) -> str:
     parts = [
         f"{c}={row[c]:g}" if isinstance(row[c], float) else f"{c}={row[c]}" for c in cols if c in row.index
@@ -173,10 +168,10 @@ def judge_o2(
     )
     n_open, open_beta0 = 0, 0
     if len(undecided):
-        opened = undecided[_setting_keys(undecided)].astype(str).drop_duplicates()
-        n_open = len(opened)
+        keys = setting_columns(undecided)
+        n_open = len(undecided[keys].astype(str).drop_duplicates())
         if "beta" in undecided.columns:
-            b = pd.to_numeric(undecided.drop_duplicates(_setting_keys(undecided))["beta"], errors="coerce")
+            b = pd.to_numeric(undecided.drop_duplicates(keys)["beta"], errors="coerce")
             open_beta0 = int((b == 0).sum())
     runs_read = len(decided) + len(undecided)
     if len(decided) == 0:

@@ -81,6 +81,8 @@ def judge(table: pd.DataFrame, *, results: str = "results", scale: str = "defaul
         raise ValueError(f"table must be a DataFrame, got {type(table).__name__}")
     out: list[records.Claim] = []
     gone = list(table.attrs.get("missing", []))
+    # one run summary per grid folder: R1s-R3s share a grid, and O2 reads every folder again
+    summaries: dict[str, tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]] = {}
     for cid, grid in CLAIM_GRIDS.items():
         crit = criteria(cid)
         folders = _grids_of(table, grid) if len(table) else []
@@ -90,8 +92,10 @@ def judge(table: pd.DataFrame, *, results: str = "results", scale: str = "defaul
             if len(rows) == 0:
                 continue
             sc = _scale(folder, grid)
-            runs = run_summary(rows)
-            decided, undecided = split(runs)
+            if folder not in summaries:
+                summary = run_summary(rows)
+                summaries[folder] = (summary, *split(summary))
+            runs, decided, undecided = summaries[folder]
             if len(undecided):  # a verdict reads settled runs only
                 verdict, ev, subs, notes = undecided_record(
                     JUDGES[cid](decided, crit) if len(decided) else None,
@@ -135,21 +139,28 @@ def judge(table: pd.DataFrame, *, results: str = "results", scale: str = "defaul
                 )
             )
         out += [r for _, r in sorted(found, key=lambda x: x[0])]
-    return out + _open_map(table, results=results, scale=scale)
+    return out + _open_map(summaries, results=results, scale=scale)
 
 
-def _open_map(table: pd.DataFrame, *, results: str, scale: str) -> list[records.Claim]:
-    """O2 (:mod:`synthetic.claims.open_map`) per scale of the stored claim grids, ``scale`` first."""
+def _open_map(
+    summaries: dict[str, tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]], *, results: str, scale: str
+) -> list[records.Claim]:
+    """O2 (:mod:`synthetic.claims.open_map`) per scale of the judged grid folders, ``scale`` first.
+
+    ``summaries`` maps each grid folder to its ``(run summary, decided, undecided)`` (the judges').
+    """
     by_scale: dict[str, list[str]] = {}
     for grid in dict.fromkeys(CLAIM_GRIDS.values()):
-        for folder in _grids_of(table, grid) if len(table) else []:
-            by_scale.setdefault(_scale(folder, grid), []).append(folder)
+        for folder in summaries:
+            if folder == grid or folder.startswith(grid + "-"):
+                by_scale.setdefault(_scale(folder, grid), []).append(folder)
     if not by_scale:
-        return [judge_o2(table.iloc[0:0], table.iloc[0:0], results=results, scale=scale)]
+        empty = pd.DataFrame()
+        return [judge_o2(empty, empty, results=results, scale=scale)]
     out = []
     for sc in sorted(by_scale, key=lambda x: (x != scale, x)):
-        rows = table[table[GRID].astype(str).isin(by_scale[sc])]
-        decided, undecided = split(run_summary(rows))
+        decided = pd.concat([summaries[f][1] for f in by_scale[sc]], ignore_index=True)
+        undecided = pd.concat([summaries[f][2] for f in by_scale[sc]], ignore_index=True)
         out.append(judge_o2(decided, undecided, results=results, scale=sc))
     return out
 
