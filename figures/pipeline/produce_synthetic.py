@@ -102,8 +102,8 @@ def run_synthetic(
             if progress is not None and n:
                 progress(n)
 
-        def advance(self, ok: bool = True) -> None:
-            super().advance(ok)
+        def advance(self, ok: bool = True, key: str | None = None) -> None:
+            super().advance(ok, key)
             if progress is not None:
                 progress(1)
 

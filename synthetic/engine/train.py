@@ -73,6 +73,7 @@ from synthetic.engine.evaluation import TRAINING_COLUMNS, Evaluator
 from synthetic.engine.models import ContrastiveModel, StackedModel, build_model, stack_models
 from synthetic.engine.objective import step_losses
 from synthetic.engine.plan import Group, plan, stack_key
+from synthetic.engine.resume import Resume, RunState, adam_moments, lineage_key
 from synthetic.store.folders import atomic_write
 from synthetic.store.schema import EPOCH, RUN_KEY, recorded_epochs
 from theory.collapse import ROW_COLUMNS, spectrum_columns
@@ -84,6 +85,8 @@ __all__ = [
     "train_run",
     "train_group",
     "train_stack",
+    "train_extend",
+    "train_extend_stack",
 ]
 
 #: Environment variable naming the folder where source states of ``init="nc"`` runs are kept.
@@ -154,7 +157,7 @@ def _source_states(
         # only the final state is kept: evaluate at the first and last epoch only (the metric step
         # draws from its own "eval" stream, so the trained parameters are the same)
         quiet = [s.replace(eval_every=max(1, s.num_epochs)) for s in group]
-        _, model = _train(quiet, {}, progress=progress, device=device)
+        _, model, _ = _train(quiet, {}, progress=progress, device=device)
         for r, s in enumerate(group):
             st = model.run_state(r)
             states[s.key()] = st
@@ -211,14 +214,63 @@ def train_runs(
             the differing field), or an epoch in which every step of a run is skipped.
         NonFiniteRun: a run's parameters, embeddings or loss became non-finite.
     """
+    return [
+        t
+        for t, _ in train_extend(
+            configs, None, progress=progress, device=device, state_dir=state_dir, mode=mode
+        )
+    ]
+
+
+def train_extend(
+    configs: Sequence[RunConfig],
+    resumes: Sequence[Resume | None] | None,
+    *,
+    progress: bool = False,
+    device: str | torch.device = "cpu",
+    state_dir: str | os.PathLike | None = None,
+    mode: str = "stacked",
+) -> list[tuple[pd.DataFrame, RunState]]:
+    """:func:`train_runs`, continuing runs from stored states, and returning where each run ended.
+
+    Args:
+        configs: as :func:`train_runs`.
+        resumes: one :class:`synthetic.engine.resume.Resume` (from
+            :func:`synthetic.engine.resume.resume_for`) or None (train from the start) per config,
+            or None for all. In one stacked program the runs that train share one resume point
+            (all from the start, or all from the same ``(epoch, offset)``); complete resumes
+            (settled runs) train nothing and may join any program.
+        progress: as :func:`train_runs`.
+        device: as :func:`train_runs`.
+        state_dir: as :func:`train_runs`.
+        mode: as :func:`train_runs`.
+
+    Returns:
+        ``(table, state)`` per config: the run's table (the kept rows of a resume, then the new
+        ones) and its :class:`synthetic.engine.resume.RunState` (docs/claims.md#extending-a-run).
+
+    Raises:
+        ValueError: as :func:`train_runs`; ``resumes`` of the wrong length or type, resume points
+            that differ within one stacked program, a state whose parameters do not fit the model.
+    """
     if mode not in ("stacked", "sequential"):
         raise ValueError(f"mode must be 'stacked' or 'sequential', got {mode!r}")
     configs = _check(configs)
-    sources = _source_states(configs, device, _state_dir(state_dir), progress)
+    rs = [None] * len(configs) if resumes is None else list(resumes)
+    if len(rs) != len(configs) or not all(r is None or isinstance(r, Resume) for r in rs):
+        raise ValueError(f"resumes must hold one Resume or None per config ({len(configs)})")
+    fresh = [c for c, r in zip(configs, rs, strict=True) if r is None]
+    sources = _source_states(fresh, device, _state_dir(state_dir), progress) if fresh else {}
     if mode == "sequential":
-        return [_train([c], sources, progress=progress, device=device)[0][0] for c in configs]
-    tables, _ = _train(configs, sources, progress=progress, device=device)
-    return tables
+        out = []
+        for c, r in zip(configs, rs, strict=True):
+            tables, _, states = _train([c], sources, progress=progress, device=device, resumes=[r])
+            out.append((tables[0], states[0]))
+        return out
+    if len({r.point if r is not None else (1, 0) for r in rs if r is None or not r.complete}) > 1:
+        raise ValueError("the runs of one stacked program must resume from one point (epoch, offset)")
+    tables, _, states = _train(configs, sources, progress=progress, device=device, resumes=rs)
+    return list(zip(tables, states, strict=True))
 
 
 def _skipped(configs: Sequence[RunConfig], labels: torch.Tensor) -> torch.Tensor:
@@ -243,18 +295,31 @@ def _train(
     *,
     progress: bool,
     device: Any,
-) -> tuple[list[pd.DataFrame], StackedModel]:
+    resumes: Sequence[Resume | None] | None = None,
+) -> tuple[list[pd.DataFrame], StackedModel, list[RunState]]:
     cfg = configs[0]
     R = len(configs)
+    rs = list(resumes) if resumes is not None else [None] * R
+    going = [r is not None and not r.complete for r in rs]  # runs continuing from a stored state
     gens = [run_generators(c.seed) for c in configs]
     datas = [make_data(c, device=device) for c in configs]
     models: list[ContrastiveModel] = []
-    for c, g in zip(configs, gens, strict=True):
-        m = build_model(c, generator=g["init"])
+    for c, g, res in zip(configs, gens, rs, strict=True):
+        model = build_model(c, generator=g["init"])
         src = c.source_config()
-        if src is not None:
-            m.load_state_dict(sources[src.key()])
-        models.append(m)
+        if res is not None and not res.complete:
+            st = res.state
+            try:
+                model.load_state_dict(st.params)
+            except RuntimeError as exc:
+                raise ValueError(f"run {c.key()}: its stored state does not fit the model ({exc})") from None
+            if st.order_state is None or st.step_state is None:
+                raise ValueError(f"run {c.key()}: its stored state has no generator states")
+            g["order"].set_state(st.order_state)
+            g["step"].set_state(st.step_state)
+        elif src is not None and res is None:
+            model.load_state_dict(sources[src.key()])
+        models.append(model)
     smodel = stack_models(models).to(device)
     free = cfg.encoder == "free"
     N = cfg.num_train
@@ -264,6 +329,8 @@ def _train(
     params = list(smodel.parameters())
     opt: Any = make_adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     run_adam = False  # becomes a RunAdam at the first step some runs skip and others do not
+    if any(going):
+        opt, run_adam = _restore_adam(opt, params, rs, cfg)
     ev = Evaluator(configs, smodel, datas, X, Y, betas)
     epochs, budget = cfg.num_epochs, cfg.num_steps
     record_at = set(recorded_epochs(epochs, cfg.eval_every))
@@ -280,21 +347,39 @@ def _train(
             row.update(settle_row(records[r], rule))
             stopped[r] = row["settled"]
 
-    for r, row in enumerate(ev.rows(0, 0, [math.nan] * R, [0] * R)):
-        assert row is not None  # every run is active at epoch 0
-        record(r, row)
-    drawn = 0
-    for epoch in _progress(range(1, epochs + 1), progress, f"{R} run(s)", epochs):
+    first, offset, drawn = 1, 0, 0
+    partial_loss, partial_skipped = [0.0] * R, [0] * R
+    for k, rk in enumerate(rs):
+        if rk is not None:
+            records[k] = [dict(row) for row in rk.rows]
+            stopped[k] = rk.complete
+            if not rk.complete:
+                first, offset, drawn = rk.state.start_epoch, rk.state.offset, rk.state.steps
+                partial_loss[k], partial_skipped[k] = rk.state.partial_loss, rk.state.partial_skipped
+    if first == 1 and offset == 0 and drawn == 0:
+        fresh = [x is None for x in rs]
+        for r, row in enumerate(ev.rows(0, 0, [math.nan] * R, [0] * R, fresh)):
+            if row is not None:
+                record(r, row)
+    order_start = [g["order"].get_state() for g in gens]
+    last_steps, full_steps = 0, 0  # mini-batches of the last epoch trained, of a whole epoch
+    for epoch in _progress(range(first, epochs + 1), progress, f"{R} run(s)", epochs):
         if bool(stopped.all()):
             break
+        order_start = [g["order"].get_state() for g in gens]
         batches = torch.stack([epoch_batches(N, cfg.batch, g["order"]) for g in gens], dim=1).to(
             device
         )  # (S, R, b)
+        full_steps = batches.shape[0]
+        if epoch == first and offset:
+            batches = batches[offset:]  # the mini-batches a cut epoch had not reached
         batches = batches[: budget - drawn]
         drawn += batches.shape[0]
         labels = Y[run_ids, batches]  # (S, R, b)
         skip = _skipped(configs, labels).cpu()
         dead = skip.all(dim=0) & ~stopped
+        if epoch == first and offset:  # a resumed epoch: its earlier mini-batches count too
+            dead &= torch.tensor([offset == k for k in partial_skipped])
         skip |= stopped[None, :]  # a settled run draws nothing and is not updated
         if bool(dead.any()):
             c = configs[int(torch.nonzero(dead)[0])]
@@ -305,6 +390,9 @@ def _train(
             )
         any_skip = bool(skip.any())
         total = torch.zeros(R, dtype=torch.float64, device=device)
+        before = offset if epoch == first else 0  # mini-batches of this epoch trained before a resume
+        if before:
+            total += torch.tensor(partial_loss, dtype=torch.float64, device=device)
         batch_inputs = batches if X is None else X[run_ids, batches]  # (S, R, b[, D]) in one gather
         for s in range(batches.shape[0]):
             idx = batches[s]
@@ -345,9 +433,18 @@ def _train(
         bad = _non_finite_params(params, R)
         if bad is not None:
             raise non_finite(configs[bad], "parameters after the epoch's Adam steps", epoch)
+        last_steps = before + batches.shape[0]
+        if before:
+            partial_skipped_now = [
+                p + int(k) for p, k in zip(partial_skipped, skip.sum(dim=0).tolist(), strict=True)
+            ]
+        else:
+            partial_skipped_now = [int(k) for k in skip.sum(dim=0).tolist()]
+        partial_loss = total_cpu.tolist()
+        partial_skipped = partial_skipped_now
         if epoch in record_at:
-            n_skipped = skip.sum(dim=0).tolist()
-            n_steps = skip.shape[0]
+            n_skipped = partial_skipped_now
+            n_steps = last_steps
             was_stopped = stopped.tolist()
             mean_loss = [
                 math.nan if was_stopped[r] else float(total_cpu[r]) / (n_steps - n_skipped[r])
@@ -357,7 +454,87 @@ def _train(
             for r, row in enumerate(ev.rows(epoch, drawn, mean_loss, n_skipped, active)):
                 if row is not None:
                     record(r, row)
-    return [_assemble(c, rec) for c, rec in zip(configs, records, strict=True)], smodel
+    tables = [_assemble(c, rec) for c, rec in zip(configs, records, strict=True)]
+    states = []
+    for r, c in enumerate(configs):
+        rows, settled = tuple(records[r]), bool(stopped[r])
+        last = int(rows[-1][EPOCH])
+        if settled:
+            states.append(RunState(c.key(), lineage_key(c), last, int(rows[-1]["steps"]), True, rows))
+            continue
+        whole = last_steps == full_steps  # the budget ended the run at the end of an epoch
+        m, v, step = adam_moments(opt, params, r, run_adam)
+        states.append(
+            RunState(
+                c.key(),
+                lineage_key(c),
+                last,
+                drawn,
+                False,
+                rows,
+                start_epoch=last + 1 if whole else last,
+                offset=0 if whole else last_steps,
+                partial_loss=0.0 if whole else float(partial_loss[r]),
+                partial_skipped=0 if whole else int(partial_skipped[r]),
+                params=smodel.run_state(r),
+                exp_avg=m,
+                exp_avg_sq=v,
+                adam_step=step,
+                run_adam=run_adam,
+                order_state=gens[r]["order"].get_state() if whole else order_start[r],
+                step_state=gens[r]["step"].get_state(),
+            )
+        )
+    return tables, smodel, states
+
+
+def _restore_adam(
+    opt: Any, params: Sequence[torch.Tensor], rs: Sequence[Resume | None], cfg: RunConfig
+) -> tuple[Any, bool]:
+    """The optimizer of a program whose runs continue from stored states (moments and steps restored).
+
+    torch's Adam with the stored moments when every run took the same number of steps under it;
+    the run-wise Adam (:class:`synthetic.engine.adam.RunAdam`) when a run ended under it or the
+    step counts differ, as the uninterrupted program would have.
+    """
+    states = [r.state for r in rs if r is not None and not r.complete]
+    R = len(rs)
+    steps = {s.adam_step for s in states}
+    zeros = [torch.zeros_like(p[0]) for p in params]
+
+    def moments(i: int, which: str) -> torch.Tensor:
+        out = []
+        for r in rs:
+            if r is None or r.complete:
+                out.append(zeros[i])
+            else:
+                t = getattr(r.state, which)[i]
+                if t.numel() != zeros[i].numel():
+                    raise ValueError("a stored state's Adam moments do not fit the model")
+                out.append(t.reshape(zeros[i].shape).to(zeros[i]))
+        return torch.stack(out)
+
+    if any(s.run_adam for s in states) or len(steps) > 1 or len(states) < R:
+        ra = RunAdam(params, R, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        for i in range(len(params)):
+            ra.exp_avg[i].copy_(moments(i, "exp_avg"))
+            ra.exp_avg_sq[i].copy_(moments(i, "exp_avg_sq"))
+        ra.steps = [0 if r is None or r.complete else r.state.adam_step for r in rs]
+        return ra, True
+    step = steps.pop()
+    if step == 0:
+        return opt, False
+    sd = opt.state_dict()
+    sd["state"] = {
+        i: {
+            "step": torch.tensor(float(step)),
+            "exp_avg": moments(i, "exp_avg"),
+            "exp_avg_sq": moments(i, "exp_avg_sq"),
+        }
+        for i in range(len(params))
+    }
+    opt.load_state_dict(sd)
+    return opt, False
 
 
 def _non_finite_params(params: Sequence[torch.Tensor], R: int) -> int | None:
@@ -436,3 +613,23 @@ def train_stack(configs: Sequence[RunConfig], **kwargs) -> list[pd.DataFrame]:
         for c, t in zip(g.configs, train_group(g, **kwargs), strict=True):
             tables[c.key()] = t
     return [tables[c.key()] for c in configs]
+
+
+def train_extend_stack(
+    configs: Sequence[RunConfig], resumes: Sequence[Resume | None], **kwargs
+) -> list[tuple[pd.DataFrame, RunState]]:
+    """:func:`train_stack` continuing runs from stored states: ``(table, state)`` per config.
+
+    The members must share one resume point (the sweep groups them so); see :func:`train_extend`.
+    """
+    configs = _check(configs)
+    if len(resumes) != len(configs):
+        raise ValueError(f"resumes must hold one Resume or None per config ({len(configs)})")
+    by_key = {c.key(): r for c, r in zip(configs, resumes, strict=True)}
+    out: dict[str, tuple[pd.DataFrame, RunState]] = {}
+    for g in plan(configs, max_stack=len(configs)):
+        members = list(g.configs)
+        pairs = train_extend(members, [by_key[c.key()] for c in members], mode=g.mode, **kwargs)
+        for c, pair in zip(members, pairs, strict=True):
+            out[c.key()] = pair
+    return [out[c.key()] for c in configs]

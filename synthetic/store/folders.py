@@ -8,7 +8,8 @@ Layout of a results folder (the run files and their records: :mod:`synthetic.sto
     <folder>/table.csv              all runs, one row per (run, epoch), sorted deterministically
     <folder>/table.json             the table's record (its sha256, the sha256 of every run in it)
     <folder>/failures/<key>.json    a run that failed: config, reason, epoch, traceback summary
-    <folder>/quarantine/            incomplete, corrupt or foreign run files set aside (never deleted)
+    <folder>/states/<lineage>.pt    where the longest run of a lineage ended (synthetic.sweep.extend)
+    <folder>/quarantine/            incomplete, corrupt or foreign run and state files set aside (never deleted)
     <folder>/.sweep.lock            the lock of the sweep writing the folder (and .sweep.lock.json, its holder)
 
 Every file is written to a temporary file in the same folder, flushed and ``fsync``-ed, then

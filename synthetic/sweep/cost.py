@@ -23,15 +23,25 @@ never writes to the store.
 from __future__ import annotations
 
 import heapq
+import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from synthetic.store.schema import recorded_epochs
 from synthetic.sweep.progress import format_seconds
 
-__all__ = ["PROBE_STEPS", "TaskCost", "SweepCost", "probe_task", "signature", "estimate", "makespan"]
+__all__ = [
+    "PROBE_STEPS",
+    "TaskCost",
+    "SweepCost",
+    "probe_task",
+    "signature",
+    "remaining",
+    "estimate",
+    "makespan",
+]
 
 
 #: Optimisation steps of the shorter probe (the longer one takes twice as many).
@@ -47,11 +57,12 @@ class TaskCost:
     step: float
     steps: int
     records: int
+    sources: float = 0.0
 
     @property
     def seconds(self) -> float:
-        """``setup + records * evaluation + steps * step``: the task's cost at its whole budget."""
-        return self.setup + self.records * self.evaluation + self.steps * self.step
+        """``setup + sources + records * evaluation + steps * step``: the task's cost at its whole budget."""
+        return self.setup + self.sources + self.records * self.evaluation + self.steps * self.step
 
 
 @dataclass(frozen=True)
@@ -65,12 +76,14 @@ class SweepCost:
     probe_seconds: float
     tasks: int
     probed: int
+    task_seconds: tuple[float, ...] = ()
 
     def text(self) -> str:
         """One line: ``cost estimate: 0.093 core-hours ... about 2m48s wall on 2 workers ...``."""
         return (
             f"cost estimate: {self.core_seconds / 3600:.3g} core-hours at {self.threads} thread(s) per "
-            f"worker (every run to its budget; runs that settle stop earlier), about "
+            f"worker (every run to its budget, a run continuing from a stored state from there; runs that "
+            f"settle stop earlier), about "
             f"{format_seconds(self.wall_seconds)} wall on {self.jobs} worker(s); measured by training "
             f"{self.probed} of its {self.tasks} task(s) (one per shape) for 0 epochs, {PROBE_STEPS} and "
             f"{2 * PROBE_STEPS} steps ({format_seconds(self.probe_seconds)})"
@@ -114,8 +127,7 @@ def probe_task(
     records = max(len(recorded_epochs(int(c.num_epochs), int(c.eval_every))) for c in configs)
     # near-NC runs (claim R4) first train their sources: init_epochs epochs of runs of the same shape
     sources = {c.source_config().key(): c.init_epochs * c.steps_per_epoch for c in configs if c.init == "nc"}
-    setup += sum(sources.values()) * step / len(configs)
-    return TaskCost(setup, evaluation, step, budget, records)
+    return TaskCost(setup, evaluation, step, budget, records, sum(sources.values()) * step / len(configs))
 
 
 def makespan(costs: Sequence[float], jobs: int) -> float:
@@ -139,8 +151,33 @@ def signature(task: Sequence[Any]) -> tuple:
     return (len(task), tuple(dict.fromkeys(shapes)))
 
 
+def remaining(cost: TaskCost, configs: Sequence[Any], done: Mapping[str, int | None]) -> float:
+    """The cost of a task whose runs continue from stored states (docs/claims.md#extending-a-run).
+
+    ``done``: run key -> the steps its state has already trained (None: the run is complete,
+    nothing to train). The steps left are the largest over the task's runs, the metric steps
+    shrink in proportion, and near-NC sources are trained only for runs that start afresh.
+    """
+    left = []
+    for c in configs:
+        k = c.key()
+        if k not in done:
+            left.append(int(c.num_steps))
+        elif done[k] is not None:
+            left.append(max(int(c.num_steps) - int(done[k] or 0), 0))
+    steps = max(left, default=0)
+    records = math.ceil(cost.records * steps / cost.steps) if cost.steps else 0
+    fresh = any(c.key() not in done for c in configs)
+    return cost.setup + (cost.sources if fresh else 0.0) + records * cost.evaluation + steps * cost.step
+
+
 def estimate(
-    tasks: Sequence[Sequence[Any]], train: Callable[[list[Any]], Any], *, jobs: int, threads: int
+    tasks: Sequence[Sequence[Any]],
+    train: Callable[[list[Any]], Any],
+    *,
+    jobs: int,
+    threads: int,
+    done: Mapping[str, int | None] | None = None,
 ) -> SweepCost:
     """Probe the tasks and sum: core seconds and the makespan on ``jobs``.
 
@@ -151,20 +188,22 @@ def estimate(
         train: the sweep's stack trainer.
         jobs: worker processes (>= 1).
         threads: torch threads per worker (the probe runs with as many).
+        done: run key -> steps already trained by a stored state the run continues from (None:
+            complete), see :func:`remaining`; default none.
     """
     import torch  # lazy: the store and the sweep's other modules do not need torch
 
     before = torch.get_num_threads()
     start = time.perf_counter()
-    measured: dict[tuple, float] = {}
+    measured: dict[tuple, TaskCost] = {}
     try:
         torch.set_num_threads(max(1, int(threads)))
         costs = []
         for t in tasks:
             sig = signature(t)
             if sig not in measured:
-                measured[sig] = probe_task(list(t), train).seconds
-            costs.append(measured[sig])
+                measured[sig] = probe_task(list(t), train)
+            costs.append(remaining(measured[sig], t, done or {}))
     finally:
         torch.set_num_threads(before)
     return SweepCost(
@@ -175,4 +214,5 @@ def estimate(
         probe_seconds=time.perf_counter() - start,
         tasks=len(tasks),
         probed=len(measured),
+        task_seconds=tuple(costs),
     )

@@ -5,6 +5,12 @@ so its rate and ETA describe training only) and shows the failures. When stderr 
 (a log file, a batch job) one line is printed every ``interval`` seconds and at the end::
 
     progress: 12/40 runs trained, 1 failed, 30 stored before; elapsed 1m02s, ETA 3m10s
+
+The ETA is weighted by cost when every run still to train has a measured cost (:meth:`weigh`;
+``python -m synthetic sweep`` measures its tasks before it starts, ``synthetic.sweep.cost``): the
+time so far per unit of cost finished, times the cost left. Runs of very different cost (a C = 100
+stack beside C = 10 runs, a continued run beside a new one) then do not skew it. Otherwise (no
+estimate, or several grids of which only the current one is measured) it is by run count.
 """
 
 from __future__ import annotations
@@ -67,6 +73,9 @@ class SweepProgress:
         self.stored_before = 0
         self.start = clock()
         self._last_line = self.start
+        self._weights: dict[str, float] = {}
+        self._work_done = 0.0
+        self._weighed_done = 0
         self._bar: Any = None
         if mode == "bar":
             from tqdm.auto import tqdm
@@ -92,8 +101,18 @@ class SweepProgress:
             self._bar.total = self.to_run
             self._bar.refresh()
 
-    def advance(self, ok: bool = True) -> None:
-        """One run finished (``ok``) or failed."""
+    def weigh(self, weights: dict[str, float]) -> None:
+        """The measured cost (seconds) of runs still to train, by run key (see the module docstring)."""
+        for k, w in weights.items():
+            if not (isinstance(w, (int, float)) and w >= 0):
+                raise ValueError(f"weights[{k!r}] must be a number >= 0, got {w!r}")
+            self._weights[str(k)] = float(w)
+
+    def advance(self, ok: bool = True, key: str | None = None) -> None:
+        """One run finished (``ok``) or failed; ``key`` names it (its weight counts as done)."""
+        if key is not None and key in self._weights:
+            self._work_done += self._weights.pop(key)
+            self._weighed_done += 1
         if ok:
             self.done += 1
         else:
@@ -110,8 +129,12 @@ class SweepProgress:
         finished = self.done + self.failed
         if finished == 0:
             return None
-        rate = finished / max(self.clock() - self.start, 1e-9)
-        return max(self.to_run - finished, 0) / rate
+        elapsed = max(self.clock() - self.start, 1e-9)
+        left = max(self.to_run - finished, 0)
+        weighed = finished == self._weighed_done and len(self._weights) == left
+        if weighed and self._work_done > 0:
+            return elapsed / self._work_done * sum(self._weights.values())
+        return left / (finished / elapsed)
 
     def text(self) -> str:
         """The one-line progress message."""

@@ -59,6 +59,7 @@ from synthetic.store.tables import load_table, table_is_current, write_table
 from synthetic.sweep.backends import dask_results, local_results
 from synthetic.sweep.cost import estimate as estimate_cost
 from synthetic.sweep.errors import SweepInterrupted, TerminationRequested
+from synthetic.sweep.extend import STATES_SUBDIR, find_resumes, split_tasks, store_state
 from synthetic.sweep.grids import Grid, load_grid
 from synthetic.sweep.progress import SweepProgress
 from synthetic.sweep.tasks import Trainer, execute_task, expected_of
@@ -80,7 +81,9 @@ class SweepSummary:
         stale_lock: the holder record of a dead sweep whose lock was taken over; seconds: wall
         time; results_dir, table_path: where the results are; table: the sweep's rows (all its
         stored runs); summary: :func:`summarize` of the table; read_only: the folder could not
-        be written (nothing needed writing).
+        be written (nothing needed writing); resumed: runs of ``n_done`` that continued from a
+        stored state (docs/claims.md#extending-a-run), of which ``complete`` had settled within
+        the new budget (nothing trained).
     """
 
     n_runs: int
@@ -97,6 +100,8 @@ class SweepSummary:
     adopted: int = 0
     stale_lock: dict | None = None
     read_only: bool = False
+    resumed: int = 0
+    complete: int = 0
 
     @property
     def ok(self) -> bool:
@@ -112,6 +117,12 @@ class SweepSummary:
         if self.failed_before:
             counts += f", {len(self.failed_before)} failed before (not retried: --retry-failed)"
         lines = [counts + f", {self.seconds:.1f} s"]
+        if self.resumed:
+            lines.append(
+                f"extended: {self.resumed} of the runs trained now continued from a stored state in "
+                f"{self.results_dir / STATES_SUBDIR} ({self.complete} had settled within the new budget: "
+                f"nothing to train), instead of starting over"
+            )
         if self.stale_lock:
             lines.append(
                 f"lock: taken over from a sweep that ended without releasing it ({describe_holder(self.stale_lock)})"
@@ -156,14 +167,16 @@ def engine_trainer() -> Trainer:
     """The synthetic training engine as the sweep's :class:`~synthetic.sweep.tasks.Trainer`.
 
     One run: :func:`synthetic.engine.train.train_run`; groups of the whole grid:
-    :func:`synthetic.engine.plan.stack_groups`; one group: :func:`synthetic.engine.train.train_stack`.
+    :func:`synthetic.engine.plan.stack_groups`; one group: :func:`synthetic.engine.train.train_stack`;
+    runs continuing from stored states, and the states they end in:
+    :func:`synthetic.engine.train.train_extend_stack`.
     """
     # lazy: the engine loads torch, which only a sweep that trains needs (--help, summary and
     # claims of python -m synthetic stay quick)
     from synthetic.engine.plan import stack_groups
-    from synthetic.engine.train import train_run, train_stack
+    from synthetic.engine.train import train_extend_stack, train_run, train_stack
 
-    return Trainer(train_run, stack_groups, train_stack)
+    return Trainer(train_run, stack_groups, train_stack, train_extend_stack)
 
 
 def estimate_grid(grid: Grid, *, jobs: int = 1, threads: int = 1, stack: bool = True) -> Any:
@@ -404,21 +417,28 @@ def _sweep_locked(
     # resolved here, not in the workers, so that they run what this process would run
     trainer = opt["trainer"] or engine_trainer()
     tasks = _make_tasks(pending, configs, trainer.plan if opt["stack"] else None)
+    resumes: dict = {}
+    if trainer.extend is not None and pending:
+        resumes, set_aside_states = find_resumes(results, pending)
+        quarantined.extend(set_aside_states)
+        tasks = split_tasks(tasks, resumes)
     remote = opt["cluster"] is not None or opt["scheduler"] is not None
     stacked_trainer = trainer.train_stack  # the engine's; a runner-only Trainer (tests) has none
     if opt["estimate"] and tasks and opt["trainer"] is None and stacked_trainer is not None and not remote:
         workers = max(1, opt["n_jobs"] if opt["n_jobs"] > 0 else (os.cpu_count() or 1))
-        cost = estimate_cost(tasks, stacked_trainer, jobs=workers, threads=opt["threads"] or 1)
+        done = {k: (None if r.complete else r.state.steps) for k, r in resumes.items()}
+        cost = estimate_cost(tasks, stacked_trainer, jobs=workers, threads=opt["threads"] or 1, done=done)
         print(cost.text(), flush=True)
+        bar.weigh({c.key(): sec / len(t) for t, sec in zip(tasks, cost.task_seconds, strict=True) for c in t})
     if not opt["stack"]:
-        trainer = Trainer(trainer.run)
+        trainer = Trainer(trainer.run, extend=trainer.extend)
     by_key = {c.key(): c for c in pending}
     failures: dict[str, dict] = {}
     n_done = 0
 
     def _store(result: list) -> None:
         nonlocal n_done
-        for k, frame, info in result:
+        for k, frame, info, state in result:
             if k not in by_key:
                 continue  # a finished member of a re-trained stack group: already stored
             config = by_key.pop(k)
@@ -439,23 +459,33 @@ def _sweep_locked(
                     raise _rescue(frame, k, want, results, exc) from None
                 clear_failure(results, k)
                 n_done += 1
-            bar.advance(info is None)
+                if state is not None:
+                    try:
+                        store_state(results, config, state)
+                    except OSError as exc:  # the run is stored; only a later extension is lost
+                        print(
+                            f"warning: cannot keep the final state of run {k}: {exc}",
+                            file=bar.stream,
+                            flush=True,
+                        )
+            bar.advance(info is None, key=k)
 
     args = (trainer, opt["threads"])
+    jobs: list = tasks if trainer.extend is None else [(t, [resumes.get(c.key()) for c in t]) for t in tasks]
     target = opt["cluster"] if opt["cluster"] is not None else opt["scheduler"]
     try:
-        if tasks:
+        if jobs:
             if target is not None:
                 gen = dask_results(
                     execute_task,
-                    tasks,
+                    jobs,
                     args,
                     target,
                     connect_timeout=opt["connect_timeout"],
-                    name=lambda t, i: f"sweep-{t[0].key()}-{i}",
+                    name=lambda t, i: f"sweep-{(t[0] if isinstance(t, tuple) else t)[0].key()}-{i}",
                 )
             else:
-                gen = local_results(execute_task, tasks, args, opt["n_jobs"])
+                gen = local_results(execute_task, jobs, args, opt["n_jobs"])
             try:
                 for result in gen:
                     _store(result)
@@ -484,6 +514,8 @@ def _sweep_locked(
         lock.stale,
         table_path,
         False,
+        resumed=sum(1 for k in resumes if k not in by_key and k not in failures),
+        complete=sum(1 for k, r in resumes.items() if r.complete and k not in by_key and k not in failures),
     )
 
 
@@ -521,6 +553,8 @@ def _finish(
     stale,
     table_path,
     read_only,
+    resumed: int = 0,
+    complete: int = 0,
 ) -> SweepSummary:
     mine = [k for k in dict.fromkeys(keys) if k in scan.ok]
     table = load_table(results, keys=mine, scan=scan) if mine else pd.DataFrame()
@@ -543,4 +577,6 @@ def _finish(
         adopted=adopted,
         stale_lock=stale,
         read_only=read_only,
+        resumed=resumed,
+        complete=complete,
     )

@@ -37,14 +37,19 @@ class Trainer:
             together (``stack=True``); None trains one run per task.
         train_stack: ``list[config] -> list[DataFrame | Exception]``: one group in one program
             (an exception in place of a frame: that member failed).
+        extend: ``(list[config], list[Resume | None]) -> list[(DataFrame, RunState) | Exception]``:
+            one group (or one run) continuing from stored states, returning where each run ended
+            (:func:`synthetic.engine.train.train_extend_stack`); when given, the sweep trains every
+            task with it and keeps the states (docs/claims.md#extending-a-run). None: no states.
     """
 
     run: Callable[[Any], pd.DataFrame]
     plan: Callable[[list], list[list]] | None = None
     train_stack: Callable[[list], list] | None = None
+    extend: Callable[[list, list], list] | None = None
 
     def __post_init__(self) -> None:
-        for name in ("run", "plan", "train_stack"):
+        for name in ("run", "plan", "train_stack", "extend"):
             fn = getattr(self, name)
             if not (fn is None and name != "run") and not callable(fn):
                 raise ValueError(f"{name} must be callable, got {fn!r}")
@@ -79,14 +84,17 @@ def _check_frame(k: str, f: Any, config: Any) -> None:
         )
 
 
-def execute_task(task: list, trainer: Trainer, threads: int | None = 1) -> list:
-    """Run one task (a list of configs); return ``[(key, frame or None, failure info or None)]``.
+def execute_task(job: Any, trainer: Trainer, threads: int | None = 1) -> list:
+    """Run one task; return ``[(key, frame or None, failure info or None, state or None)]``.
 
+    ``job``: a task (a list of configs), or ``(task, resumes)`` with one
+    :class:`synthetic.engine.resume.Resume` or None per config (a trainer with ``extend``).
     Runs in a worker (joblib process or dask worker); never raises so that one failing run does
     not abort the others. ``threads`` fixes torch's intra-op thread count during the task (then
     restores it): results are bit-identical only at equal thread counts, so a sweep gives the
     same numbers whatever ``n_jobs`` or cluster it runs on.
     """
+    task, resumes = (job[0], list(job[1])) if isinstance(job, tuple) else (job, [None] * len(job))
     keys = [c.key() for c in task]
     old_threads = None
     if threads is not None:
@@ -95,7 +103,9 @@ def execute_task(task: list, trainer: Trainer, threads: int | None = 1) -> list:
         old_threads = torch.get_num_threads()
         torch.set_num_threads(threads)
     try:
-        return _execute_inner(task, keys, trainer)
+        if trainer.extend is not None:
+            return _execute_extend(task, keys, resumes, trainer.extend)
+        return [(*r, None) for r in _execute_inner(task, keys, trainer)]
     finally:
         if old_threads is not None:
             torch.set_num_threads(old_threads)
@@ -136,3 +146,38 @@ def _execute_inner(task: list, keys: list, trainer: Trainer) -> list:
             last = " ".join(str(exc).split()) or type(exc).__name__
             note = f"(stacked training of {len(task)} runs failed: {type(exc).__name__}: {last}; this run then failed alone)"
     return [_run_single(c, k, trainer.run, note) for c, k in zip(task, keys, strict=True)]
+
+
+def _execute_extend(task: list, keys: list, resumes: list, extend: Callable) -> list:
+    """:func:`_execute_inner` with the trainer's ``extend``: tables and final states come back.
+
+    A stack that raises is retried member by member, as in :func:`_execute_inner`.
+    """
+    note = ""
+    if len(task) > 1:
+        try:
+            pairs = list(extend(list(task), list(resumes)))
+            if len(pairs) != len(task):
+                raise RuntimeError(f"the trainer returned {len(pairs)} results for {len(task)} configs")
+            out: list[tuple] = []
+            for c, k, p in zip(task, keys, pairs, strict=True):
+                if isinstance(p, BaseException):
+                    out.append((k, None, describe_failure(p), None))
+                else:
+                    _check_frame(k, p[0], c)
+                    out.append((k, p[0], None, p[1]))
+            return out
+        except Exception as exc:
+            last = " ".join(str(exc).split()) or type(exc).__name__
+            note = f"(stacked training of {len(task)} runs failed: {type(exc).__name__}: {last}; this run then failed alone)"
+    out = []
+    for c, k, r in zip(task, keys, resumes, strict=True):
+        try:
+            (pair,) = extend([c], [r])
+            if isinstance(pair, BaseException):
+                raise pair
+            _check_frame(k, pair[0], c)
+            out.append((k, pair[0], None, pair[1]))
+        except Exception as exc:
+            out.append((k, None, describe_failure(exc, note), None))
+    return out

@@ -9,7 +9,7 @@ import pytest
 
 from synthetic.engine.config import RunConfig
 from synthetic.store.schema import recorded_epochs
-from synthetic.sweep.cost import TaskCost, estimate, makespan, probe_task
+from synthetic.sweep.cost import TaskCost, estimate, makespan, probe_task, remaining
 
 S, V, T = 0.06, 0.04, 0.01  # seconds: set-up, one evaluation, one optimisation step of the fake trainer
 
@@ -40,7 +40,27 @@ def test_a_near_nc_task_adds_its_sources_training():
     plain = probe_task(
         [cfg.replace(init="random"), cfg.replace(init="random", method="HSCL", beta=2.0)], _fake_train
     )
-    assert got.setup - plain.setup == pytest.approx(30 * T / 2, abs=0.05)
+    assert got.sources == pytest.approx(30 * T / 2, abs=0.05) and plain.sources == 0.0
+    assert got.setup == pytest.approx(plain.setup, abs=0.05)
+    assert got.seconds == pytest.approx(
+        got.setup + got.sources + got.records * got.evaluation + got.steps * got.step
+    )
+
+
+def test_a_continued_task_costs_its_steps_left():
+    """docs/claims.md#extending-a-run: steps already trained by a stored state are not paid again."""
+    cfg = RunConfig(num_classes=4, n_per_class=4, batch_size=8, epochs=80, eval_every=8)
+    a, b = cfg, cfg.replace(seed=1)
+    cost = TaskCost(setup=1.0, evaluation=0.5, step=0.1, steps=160, records=11, sources=3.0)
+    assert remaining(cost, [a, b], {}) == pytest.approx(cost.seconds) == pytest.approx(1 + 3 + 5.5 + 16)
+    # both continue after 120 of 160 steps: 40 steps, ceil(11 * 40 / 160) = 3 metric steps, no sources
+    assert remaining(cost, [a, b], {a.key(): 120, b.key(): 120}) == pytest.approx(1 + 3 * 0.5 + 4)
+    # one continues after 120, the other is complete: the first decides
+    assert remaining(cost, [a, b], {a.key(): 120, b.key(): None}) == pytest.approx(1 + 1.5 + 4)
+    # both complete: the set-up only (the tables are assembled, nothing trained)
+    assert remaining(cost, [a, b], {a.key(): None, b.key(): None}) == pytest.approx(1.0)
+    # one starts afresh: its whole budget and the sources
+    assert remaining(cost, [a, b], {a.key(): 120}) == pytest.approx(cost.seconds)
 
 
 def _lpt_reference(costs, jobs):

@@ -258,9 +258,9 @@ def test_all_runs_failing_writes_no_table(tmp_path):
 
 def test_the_default_trainer_is_the_engine(tmp_path, monkeypatch):
     from synthetic.engine.plan import stack_groups
-    from synthetic.engine.train import train_run, train_stack
+    from synthetic.engine.train import train_extend_stack, train_run, train_stack
 
-    assert sw.engine_trainer() == Trainer(train_run, stack_groups, train_stack)
+    assert sw.engine_trainer() == Trainer(train_run, stack_groups, train_stack, train_extend_stack)
     with pytest.raises(ValueError, match="together"):
         Trainer(fake_run, stack_groups)
     with pytest.raises(ValueError, match="run must be callable"):
@@ -646,3 +646,27 @@ def test_one_bar_across_grids(tmp_path):
     assert (bar.to_run, bar.done, bar._bar.n, bar._bar.total) == (10, 10, 10, 10)
     bar.close()
     assert "10/10" in stream.getvalue()
+
+
+def test_the_eta_is_weighted_by_the_measured_costs():
+    from synthetic.sweep.progress import SweepProgress
+
+    now = [0.0]
+    bar = SweepProgress(4, mode="off", clock=lambda: now[0])
+    unweighed = SweepProgress(4, mode="off", clock=lambda: now[0])
+    partly = SweepProgress(5, mode="off", clock=lambda: now[0])  # a run without a cost: by count
+    assert bar.eta() is None
+    bar.weigh({"a": 1.0, "b": 1.0, "c": 10.0, "d": 8.0})
+    now[0] = 2.0
+    bar.advance(True, key="a")
+    bar.advance(True, key="b")  # 2 s for 2 units of cost: 1 s per unit, 18 units left
+    assert bar.eta() == pytest.approx(18.0)
+    unweighed.advance(True)
+    unweighed.advance(True)  # by count: 2 runs in 2 s, 2 left
+    assert unweighed.eta() == pytest.approx(2.0)
+    partly.weigh({"a": 1.0, "b": 1.0, "c": 10.0, "d": 8.0})
+    partly.advance(True, key="a")
+    partly.advance(True, key="b")
+    assert partly.eta() == pytest.approx(3.0)
+    with pytest.raises(ValueError, match="weights"):
+        bar.weigh({"e": -1.0})
