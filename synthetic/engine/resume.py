@@ -22,7 +22,7 @@ one lineage into a :class:`Resume` of a config with a larger budget:
   resume: the run trains from the start.
 
 States are validated when read (:func:`state_from_blob`); a malformed one is an error the store
-turns into "train from the start" (``synthetic.store.states``).
+turns into "train from the start" (``synthetic.sweep.extend``).
 """
 
 from __future__ import annotations
