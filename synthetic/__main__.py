@@ -243,7 +243,11 @@ def build_parser() -> argparse.ArgumentParser:
         "(stacked runs equal single runs only up to float rounding: resume with the same choice)",
     )
     s.add_argument(
-        "--epochs", type=int, default=None, metavar="N", help="override the number of epochs of every run (a run stored with a smaller budget continues from its stored state, docs/claims.md#extending-a-run)"
+        "--epochs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="override the number of epochs of every run (a run stored with a smaller budget continues from its stored state, docs/claims.md#extending-a-run)",
     )
     s.add_argument("--seeds", type=int, default=None, metavar="N", help="override the seeds with 0..N-1")
     s.add_argument("--name", default=None, help="results sub-folder name of a quick grid (default: quick)")
