@@ -24,6 +24,8 @@ from theory import claims as records
 __all__ = [
     "SUMMARY_METRICS",
     "run_summary",
+    "longest_of_lineage",
+    "budget_steps",
     "aggregate",
     "missing_note",
     "setting_columns",
@@ -68,6 +70,9 @@ def run_summary(rows: pd.DataFrame) -> pd.DataFrame:
     ``final_epoch``, ``settled`` (the run's convergence rule held at its last row; False for a run
     without a rule, ``synthetic.engine.convergence``), the last row's ``change_<metric>``
     columns and the final class-mean spectrum ``spectrum_<i>`` where the runs have them.
+    Of runs under a convergence rule that differ only in their budget (one lineage,
+    docs/claims.md#extending-a-run: a shorter budget and the run that continued it) only the one
+    with the largest budget is kept (:func:`longest_of_lineage`).
     """
     if not isinstance(rows, pd.DataFrame) or RUN_KEY not in rows or EPOCH not in rows:
         raise ValueError("rows must be a tidy results table with run_key and epoch columns")
@@ -89,7 +94,51 @@ def run_summary(rows: pd.DataFrame) -> pd.DataFrame:
     extra = [c for c in rows.columns if c.startswith("change_")] + spectrum_columns(rows)
     if extra:  # one concat, not a column at a time (up to 199 spectrum columns)
         out = pd.concat([out, last[extra].apply(pd.to_numeric, errors="coerce")], axis=1)
-    return out.reset_index()
+    return longest_of_lineage(out.reset_index())
+
+
+#: The config columns that set a run's budget, not what it computes (a lineage is a config less them).
+BUDGET_COLUMNS = ("epochs", "max_steps")
+
+
+def budget_steps(runs: pd.DataFrame) -> pd.Series:
+    """Each run's budget in optimisation steps: ``max_steps``, else ``epochs`` x steps per epoch.
+
+    Steps per epoch: ``N // batch_size`` with ``N = num_classes * n_per_class`` for a mini-batch,
+    1 for a full batch (``batch_size`` 0 or at least N), as ``synthetic.engine.config.RunConfig``.
+    """
+    num = {c: pd.to_numeric(runs[c], errors="coerce").fillna(0).astype(int) for c in ("epochs", "max_steps")}
+    N = pd.to_numeric(runs["num_classes"], errors="coerce") * pd.to_numeric(
+        runs["n_per_class"], errors="coerce"
+    )
+    b = pd.to_numeric(runs["batch_size"], errors="coerce").fillna(0)
+    spe = (N // b).where((b > 0) & (b < N), 1).fillna(1).astype(int)
+    return num["max_steps"].where(num["max_steps"] > 0, num["epochs"] * spe)
+
+
+def longest_of_lineage(runs: pd.DataFrame) -> pd.DataFrame:
+    """A run summary less the runs superseded by a longer run of their lineage.
+
+    Runs with a convergence rule (``settle_window > 0``) whose config columns agree except
+    :data:`BUDGET_COLUMNS` are one lineage (a run and its extension with a raised budget,
+    docs/claims.md#extending-a-run): only the one with the largest :func:`budget_steps` is kept, so
+    an unsettled shorter budget does not keep a setting undecided once its continuation settled.
+    Runs without a rule (snapshots at their budget) and summaries without the budget columns are
+    returned as they are.
+    """
+    need = ("settle_window", *BUDGET_COLUMNS, "num_classes", "n_per_class", "batch_size")
+    if len(runs) < 2 or not all(c in runs.columns for c in need):
+        return runs
+    rule = pd.to_numeric(runs["settle_window"], errors="coerce").fillna(0) > 0
+    if not bool(rule.any()):
+        return runs
+    cols = [
+        c for c in (GRID, "seed", *setting_columns(runs)) if c in runs.columns and c not in BUDGET_COLUMNS
+    ]
+    ruled = runs[rule].assign(_budget=budget_steps(runs[rule]))
+    lineage = ruled[cols].astype(str).agg("\x1f".join, axis=1)
+    keep = ruled.groupby(lineage, sort=False)["_budget"].idxmax()
+    return runs[~rule | runs.index.isin(keep.to_numpy())]
 
 
 def aggregate(runs: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:

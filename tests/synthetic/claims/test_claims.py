@@ -403,3 +403,86 @@ def test_runs_without_a_rule_decide_nothing():
     assert from_json(to_json([rec]))[0] == rec
     frame = records.evaluate_claims(table)
     assert set(frame.loc[frame["claim"] == "S1", "verdict"]) == {"undecided"}
+
+
+def test_a_longer_budget_supersedes_the_run_it_continued():
+    """docs/claims.md#extending-a-run: after a continue command a folder holds both budgets of a
+    lineage; only the longer one is judged, so the shorter budget's unsettled runs do not keep
+    the claim undecided, and runs that differ in anything else are all kept."""
+    g = "s1_scl_hscl_nc"
+    extra = dict(settle_window=16, n_per_class=50, max_steps=0)
+
+    def runs(setting, final, epochs, settled):
+        out = []
+        for r in _runs(g, {**setting, "batch_size": 0}, final, settled=settled):
+            cfg = {c: r[c] for c in ("grid", *CONFIG)}  # config columns come before run_key
+            rest = {k: v for k, v in r.items() if k not in cfg and k != "run_key"}
+            out.append({**cfg, **extra, "epochs": epochs, "run_key": f"{r['run_key']}-e{epochs}", **rest})
+        return out
+
+    scl = runs(dict(encoder="free"), NC, 1500, True)
+    hscl_short = runs(dict(encoder="free", method="HSCL", beta=10.0), OFF, 1500, False)
+    hscl_long = runs(dict(encoder="free", method="HSCL", beta=10.0), NC, 3000, True)
+    assert _verdict(_table(scl, hscl_short), "S1").verdict is Verdict.UNDECIDED
+    rec = _verdict(_table(scl, hscl_short, hscl_long), "S1")
+    assert rec.verdict is Verdict.REPRODUCED
+    summary = rows.run_summary(_table(scl, hscl_short, hscl_long))
+    assert len(summary) == 6 and set(summary.loc[summary["method"] == "HSCL", "epochs"]) == {3000}
+    # a step budget is compared in steps: 2 epochs of N // b = 5 steps (10) < max_steps 12
+    t = pd.DataFrame(
+        [
+            dict(
+                run_key="a",
+                seed=0,
+                epochs=2,
+                max_steps=0,
+                settle_window=4,
+                num_classes=2,
+                n_per_class=10,
+                batch_size=4,
+            ),
+            dict(
+                run_key="b",
+                seed=0,
+                epochs=3,
+                max_steps=12,
+                settle_window=4,
+                num_classes=2,
+                n_per_class=10,
+                batch_size=4,
+            ),
+            dict(
+                run_key="c",
+                seed=1,
+                epochs=2,
+                max_steps=0,
+                settle_window=4,
+                num_classes=2,
+                n_per_class=10,
+                batch_size=4,
+            ),
+            dict(
+                run_key="d",
+                seed=1,
+                epochs=9,
+                max_steps=0,
+                settle_window=0,
+                num_classes=2,
+                n_per_class=10,
+                batch_size=4,
+            ),
+            dict(
+                run_key="e",
+                seed=1,
+                epochs=8,
+                max_steps=0,
+                settle_window=0,
+                num_classes=2,
+                n_per_class=10,
+                batch_size=4,
+            ),
+        ]
+    )
+    assert list(rows.budget_steps(t)) == [10, 12, 10, 45, 40]
+    # b supersedes a; c has another seed; d and e have no rule (snapshots): all kept
+    assert list(rows.longest_of_lineage(t)["run_key"]) == ["b", "c", "d", "e"]
