@@ -129,6 +129,12 @@ DTYPES = ("float32", "float64")
 #: Collapse (claim R4; a source run in the synthetic study, a checkpoint for real data).
 INITS = ("random", "nc")
 
+#: The loss whose gap to the optimum a synthetic run's convergence rule watches: the epoch's mean
+#: training loss (``"epoch"``) or the deterministic loss of the training set over a fixed partition
+#: into the run's batch size with the exact expectation estimator (``"eval"``, for runs whose
+#: training loss is a noisy estimate: mini-batches, sampled negatives).
+SETTLE_LOSSES = ("epoch", "eval")
+
 #: Views of a real-data step: ``"label"`` (the HCL authors: one un-augmented view, positives are
 #: the same-label batch members, the anchor included) or ``"simclr"`` (two augmented views).
 VIEWS = ("label", "simclr")

@@ -41,6 +41,7 @@ from theory.options import (
     NUM_NEGATIVES,
     POSITIVES,
     PSI_FORMS,
+    SETTLE_LOSSES,
     TWO_VIEW_METHODS,
 )
 
@@ -56,6 +57,7 @@ _LATER_FIELDS = {
     "init_beta": 10.0,
     "init_epochs": 0,
     **SETTLE_FIELDS,
+    "settle_loss": "epoch",
 }
 
 #: The tolerance fields of the convergence rule (synthetic.engine.convergence).
@@ -140,6 +142,11 @@ class RunConfig:
             dimension).
         settle_gap: tolerance on the change of ``gap_to_optimum`` (default 1e-3; watched only
             with ball or sphere normalisation).
+        settle_loss: the loss whose gap the rule watches (:data:`theory.options.SETTLE_LOSSES`):
+            ``"epoch"`` (default) the epoch's mean training loss (``gap_to_optimum``), or
+            ``"eval"`` the deterministic loss of the training set over a fixed partition into the
+            run's batch size with the exact expectation estimator (``eval_gap``; for runs whose
+            training loss is a noisy estimate, docs/claims.md#convergence-and-undecided).
 
     A numpy scalar is taken as the Python value it holds (``np.int64(1)`` as ``1``,
     ``np.float32(2)`` as ``2.0``), so the config and its key are those of the Python values.
@@ -186,6 +193,7 @@ class RunConfig:
     settle_rank: int = int(SETTLE_FIELDS["settle_rank"])
     settle_erank: float = SETTLE_FIELDS["settle_erank"]
     settle_gap: float = SETTLE_FIELDS["settle_gap"]
+    settle_loss: str = "epoch"
 
     def __post_init__(self) -> None:
         for f in fields(self):  # a numpy scalar (a grid or a pandas row) is the Python value it holds
@@ -219,6 +227,7 @@ class RunConfig:
         choice("centres", CENTRES)
         choice("dtype", DTYPES)
         choice("init", INITS)
+        choice("settle_loss", SETTLE_LOSSES)
         choice("init_method", HCL_METHODS)
         real("beta", 0.0, strict=False)
         real("tau", 0.0, strict=True)
@@ -315,6 +324,15 @@ class RunConfig:
     def steps_per_epoch(self) -> int:
         """Mini-batches per epoch: 1 for a full batch, else ``N // batch_size`` (drop_last)."""
         return 1 if self.full_batch else self.num_train // self.batch
+
+    @property
+    def watches_eval_loss(self) -> bool:
+        """Whether the run's rule watches the gap of the evaluation loss.
+
+        ``settle_loss = "eval"`` with a rule and a normalisation; the run then records
+        ``eval_loss`` and ``eval_gap`` (:data:`synthetic.engine.evaluation.EVAL_COLUMNS`).
+        """
+        return self.settle_window > 0 and self.normalization != "none" and self.settle_loss == "eval"
 
     @property
     def num_epochs(self) -> int:
@@ -418,8 +436,9 @@ class RunConfig:
         * ``epochs == 0``: ``lr``, ``weight_decay``, ``batch_size`` and ``eval_every`` (no step
           is taken);
         * ``init_method``, ``init_beta``, ``init_epochs``: with ``init="random"``;
-        * the tolerances ``settle_*``: without a convergence rule (``settle_window = 0``), and
-          ``settle_gap`` without normalisation (not watched there);
+        * the tolerances ``settle_*`` and ``settle_loss``: without a convergence rule
+          (``settle_window = 0``), and ``settle_gap``, ``settle_loss`` without normalisation (the
+          gap is not watched there);
         * the fields added later (``depth``, ``max_steps``, ``init`` and its source fields, the
           convergence rule's ``settle_*``) are left
           out when they hold their default value, so keys of runs stored before they existed do
@@ -460,10 +479,11 @@ class RunConfig:
             for k in ("init_method", "init_beta", "init_epochs"):
                 out[k] = None
         if self.settle_window == 0:
-            for k in _SETTLE_TOLERANCES:
+            for k in (*_SETTLE_TOLERANCES, "settle_loss"):
                 out[k] = None
         elif self.normalization == "none":
             out["settle_gap"] = None
+            out["settle_loss"] = None
         for k, default in _LATER_FIELDS.items():
             if out[k] is None or out[k] == default:
                 del out[k]

@@ -104,6 +104,9 @@ def check_rule_fields(config: Any) -> None:
         object.__setattr__(config, name, float(v))
 
 
+#: The row columns a rule's gap can be read from (``SettleRule.gap_column``).
+GAP_COLUMNS = ("gap_to_optimum", "eval_gap")
+
 #: The config field holding each metric's tolerance.
 TOLERANCE_FIELDS = {
     "etf_mean": "settle_etf",
@@ -128,6 +131,7 @@ class SettleRule:
 
     window: int
     tolerances: Mapping[str, float]
+    gap_column: str = "gap_to_optimum"
 
     def __post_init__(self) -> None:
         if not isinstance(self.window, int) or isinstance(self.window, bool) or self.window < 1:
@@ -139,13 +143,23 @@ class SettleRule:
                 raise ValueError(f"tolerances: unknown metric {m!r}; one of {SETTLE_METRICS}")
             if not isinstance(t, (int, float)) or isinstance(t, bool) or not (math.isfinite(t) and t >= 0):
                 raise ValueError(f"tolerances[{m!r}] must be a finite number >= 0, got {t!r}")
+        if self.gap_column not in GAP_COLUMNS:
+            raise ValueError(f"gap_column must be one of {GAP_COLUMNS}, got {self.gap_column!r}")
+
+    def value(self, row: Mapping[str, Any], metric: str) -> float:
+        """The value of a watched metric in a row; the gap is read from :attr:`gap_column`."""
+        if metric == "gap_to_optimum":
+            return float(row[self.gap_column])
+        return settle_value(row, metric)
 
     @classmethod
     def of(cls, config: Any) -> SettleRule | None:
         """The rule of a run config (``settle_window`` and ``settle_*`` fields), None without one.
 
         ``gap_to_optimum`` is watched only where the features are normalised
-        (``normalization != "none"``).
+        (``normalization != "none"``), on the loss ``settle_loss`` names: the epoch's mean
+        training loss (``"epoch"``, column ``gap_to_optimum``) or the deterministic evaluation
+        loss (``"eval"``, column ``eval_gap``).
         """
         window = int(getattr(config, "settle_window", 0) or 0)
         if window <= 0:
@@ -153,7 +167,8 @@ class SettleRule:
         tol = {m: float(getattr(config, f)) for m, f in TOLERANCE_FIELDS.items()}
         if getattr(config, "normalization", "none") == "none":
             del tol["gap_to_optimum"]
-        return cls(window, tol)
+        gap = "eval_gap" if getattr(config, "settle_loss", "epoch") == "eval" else "gap_to_optimum"
+        return cls(window, tol, gap)
 
 
 def settle_value(row: Mapping[str, Any], metric: str) -> float:
@@ -184,7 +199,7 @@ def _watched(window: Sequence[Mapping[str, Any]], rule: SettleRule) -> list[str]
     """
     out = []
     for m in rule.tolerances:
-        if m == "gap_to_optimum" and all(math.isnan(settle_value(r, m)) for r in window[1:]):
+        if m == "gap_to_optimum" and all(math.isnan(rule.value(r, m)) for r in window[1:]):
             continue  # no closed form (the first row's gap may be NaN: epoch 0 has no loss)
         out.append(m)
     return out
@@ -209,7 +224,7 @@ def window_changes(rows: Sequence[Mapping[str, Any]], rule: SettleRule) -> dict[
     if window is None:
         return out
     for m in rule.tolerances:
-        vals = [settle_value(r, m) for r in window]
+        vals = [rule.value(r, m) for r in window]
         if any(math.isnan(v) for v in vals):
             continue
         out[m] = max(vals) - min(vals)

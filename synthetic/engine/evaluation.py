@@ -10,7 +10,14 @@
   enough, :data:`FULL_LOSS_MAX`), the closed-form NC value ``optimum``
   (:func:`theory.hcl.nc_optimum`) and the gaps to it, the steps drawn, and for UCL / HUCL the
   class collision (``collision``, the same-class mass of the tilted negative law of the training
-  set, and ``collision_nc``, its value ``q(beta)`` at Neural Collapse, :func:`collision_fraction`).
+  set, and ``collision_nc``, its value ``q(beta)`` at Neural Collapse, :func:`collision_fraction`);
+* for a run whose convergence rule watches the evaluation loss (``settle_loss = "eval"``),
+  :data:`EVAL_COLUMNS`: ``eval_loss``, the mean loss of the training set over a fixed partition
+  into the run's batch size (the same partition at every recorded epoch, drawn once per run from
+  its ``eval`` stream; ``drop_last`` as training; supervised batches of a single class left out as
+  in training) with the exact expectation estimator, and ``eval_gap`` = ``eval_loss`` minus the
+  expectation estimator's closed-form NC value: deterministic given the parameters, unlike the
+  epoch's mean mini-batch loss.
 
 A metric that is undefined at a state (e.g. NC1 when all class means coincide) is NaN.
 """
@@ -23,7 +30,7 @@ from typing import Any
 import torch
 
 from synthetic.engine.config import RunConfig
-from synthetic.engine.data import stream_seed
+from synthetic.engine.data import epoch_batches, stream_seed
 from synthetic.engine.errors import non_finite
 from synthetic.engine.objective import step_losses
 from synthetic.store.schema import EPOCH, encode_class_means
@@ -34,6 +41,7 @@ from theory.options import HCL_METHODS
 
 __all__ = [
     "TRAINING_COLUMNS",
+    "EVAL_COLUMNS",
     "FULL_LOSS_MAX",
     "optimum",
     "collision_fraction",
@@ -55,6 +63,9 @@ TRAINING_COLUMNS = (
     "collision_nc",
     "init_key",
 )
+
+#: The columns of a run whose rule watches the evaluation loss (``settle_loss = "eval"``).
+EVAL_COLUMNS = ("eval_loss", "eval_gap")
 
 #: Anchor rows per chunk of the collision computation (bounds the ``(rows, N)`` block).
 _COLLISION_ENTRIES = 1 << 22
@@ -148,6 +159,52 @@ class Evaluator:
             self.init_keys.append("" if s is None else s.key())
         has_test = not self.free and datas[0].x_test.shape[0] > 0
         self.Xt = torch.stack([d.x_test for d in datas]) if has_test else None
+        self.eval_loss = cfg.watches_eval_loss  # equal within a stack (in its stack key)
+
+    def _eval_generators(self) -> list[torch.Generator]:
+        gens = []
+        for c in self.configs:
+            g = torch.Generator()
+            g.manual_seed(stream_seed(c.seed, "eval"))
+            gens.append(g)
+        return gens
+
+    def eval_losses(self) -> list[float]:
+        """``eval_loss`` of every run (see the module docstring); NaN for a run with no batch left."""
+        cfgs, m, R = self.configs, self.model, len(self.configs)
+        device = self.Y.device
+        gens = self._eval_generators()
+        batches = torch.stack([epoch_batches(self.N, cfgs[0].batch, g) for g in gens], dim=1).to(device)
+        run_ids = torch.arange(R, device=device)[None, :, None]
+        labels = self.Y[run_ids, batches]  # (S, R, b)
+        inputs = batches if self.X is None else self.X[run_ids, batches]
+        sup = torch.tensor([c.setting == "supervised" for c in cfgs], device=device)
+        skip = (sup[None, :] & (labels.amax(dim=-1) == labels.amin(dim=-1))).cpu()
+        total = torch.zeros(R, dtype=torch.float64)
+        count = torch.zeros(R, dtype=torch.float64)
+        with torch.no_grad():
+            for s in range(batches.shape[0]):
+                act = ~skip[s]
+                if not bool(act.any()):
+                    continue
+                losses = step_losses(
+                    cfgs,
+                    m,
+                    inputs[s],
+                    labels[s],
+                    batches[s],
+                    gens,
+                    self.betas,
+                    y_pool=self.Y,
+                    pool_inputs=self.X,
+                    active=act.tolist(),
+                    estimator="expectation",
+                )
+                total[act] += losses.detach().to(torch.float64).cpu()
+                count[act] += 1
+        return [
+            float(t / n) if n > 0 else math.nan for t, n in zip(total.tolist(), count.tolist(), strict=True)
+        ]
 
     def rows(
         self, epoch: int, steps: int, loss: list[float], skipped: list[int], active: list[bool] | None = None
@@ -193,6 +250,7 @@ class Evaluator:
                 ).tolist()
             else:
                 full = [math.nan] * R
+        ev_loss = self.eval_losses() if self.eval_loss else None
         out: list[dict | None] = []
         for r, c in enumerate(cfgs):
             if active is not None and not active[r]:
@@ -213,6 +271,9 @@ class Evaluator:
                 "init_key": self.init_keys[r],
                 **metrics.values,
             }
+            if ev_loss is not None:
+                row["eval_loss"] = ev_loss[r]
+                row["eval_gap"] = ev_loss[r] - self.optima_full[r]
             if c.record_means:
                 row["class_means"] = encode_class_means(metrics.class_means)
             out.append(row)

@@ -69,7 +69,7 @@ from synthetic.engine.config import RunConfig
 from synthetic.engine.convergence import SETTLE_COLUMNS, SettleRule, settle_row
 from synthetic.engine.data import epoch_batches, make_data, run_generators
 from synthetic.engine.errors import non_finite
-from synthetic.engine.evaluation import TRAINING_COLUMNS, Evaluator
+from synthetic.engine.evaluation import EVAL_COLUMNS, TRAINING_COLUMNS, Evaluator
 from synthetic.engine.models import ContrastiveModel, StackedModel, build_model, stack_models
 from synthetic.engine.objective import step_losses
 from synthetic.engine.plan import Group, plan, stack_key
@@ -97,11 +97,15 @@ def metric_columns(config: RunConfig) -> list[str]:
     """The metric columns of a run's table, in order (after ``run_key`` and ``epoch``).
 
     The training columns (:data:`synthetic.engine.evaluation.TRAINING_COLUMNS`), the metric row
-    (:data:`theory.collapse.ROW_COLUMNS`), the spectrum, with ``record_means`` ``class_means``
+    (:data:`theory.collapse.ROW_COLUMNS`), the spectrum, with ``record_means`` ``class_means``,
+    where the rule watches the evaluation loss :data:`synthetic.engine.evaluation.EVAL_COLUMNS`
     and, with a convergence rule (``settle_window > 0``),
     :data:`synthetic.engine.convergence.SETTLE_COLUMNS`.
     """
-    cols = [*TRAINING_COLUMNS, *ROW_COLUMNS, *spectrum_columns(config.num_classes, config.embed_dim)]
+    cols = [*TRAINING_COLUMNS]
+    if config.watches_eval_loss:
+        cols.extend(EVAL_COLUMNS)
+    cols += [*ROW_COLUMNS, *spectrum_columns(config.num_classes, config.embed_dim)]
     if config.record_means:
         cols.append("class_means")
     if config.settle_window > 0:
