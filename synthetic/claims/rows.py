@@ -136,8 +136,9 @@ def longest_of_lineage(runs: pd.DataFrame) -> pd.DataFrame:
         c for c in (GRID, "seed", *setting_columns(runs)) if c in runs.columns and c not in BUDGET_COLUMNS
     ]
     ruled = runs[rule].assign(_budget=budget_steps(runs[rule]))
-    lineage = ruled[cols].astype(str).agg("\x1f".join, axis=1)
-    keep = ruled.groupby(lineage, sort=False)["_budget"].idxmax()
+    # one lineage per config less its budget: the values as text (a missing value is its own key)
+    lineage = ruled[cols].apply(lambda col: col.map(repr))
+    keep = ruled.groupby([lineage[c] for c in cols], sort=False)["_budget"].idxmax()
     return runs[~rule | runs.index.isin(keep.to_numpy())]
 
 
@@ -315,7 +316,7 @@ def setting_of(runs: pd.DataFrame, folder: str, scale: str) -> dict[str, str]:
     def vals(c: str) -> str:
         if c not in runs.columns:
             return ""
-        v = list(dict.fromkeys(runs[c].astype(str)))
+        v = list(dict.fromkeys(runs[c].map(str)))  # map(str): pandas 3's astype(str) keeps NaN
         return ", ".join("full" if c == "batch_size" and x == "0" else x for x in v)
 
     enc = vals("encoder")

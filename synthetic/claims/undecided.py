@@ -42,7 +42,9 @@ _WHERE = (
 def _setting_keys(runs: pd.DataFrame, cols: Sequence[str]) -> pd.Series:
     if not cols:
         return pd.Series(["all"] * len(runs), index=runs.index)
-    return runs[list(cols)].astype(str).agg("|".join, axis=1)
+    # map(str), not astype(str): pandas 3 keeps a missing value missing under astype(str) (a column
+    # that older runs of a folder lack is NaN for them), and a join needs text
+    return runs[list(cols)].apply(lambda col: col.map(str)).agg("|".join, axis=1)
 
 
 def split(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:

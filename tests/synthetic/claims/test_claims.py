@@ -430,7 +430,7 @@ def test_a_longer_budget_supersedes_the_run_it_continued():
     assert len(summary) == 6 and set(summary.loc[summary["method"] == "HSCL", "epochs"]) == {3000}
     # a step budget is compared in steps: 2 epochs of N // b = 5 steps (10) < max_steps 12
     t = pd.DataFrame(
-        [
+        [  # hidden: a config value that is missing (NaN) for every run, as free features store it
             dict(
                 run_key="a",
                 seed=0,
@@ -483,6 +483,7 @@ def test_a_longer_budget_supersedes_the_run_it_continued():
             ),
         ]
     )
+    t.insert(3, "hidden", math.nan)
     assert list(rows.budget_steps(t)) == [10, 12, 10, 45, 40]
     # b supersedes a; c has another seed; d and e have no rule (snapshots): all kept
     assert list(rows.longest_of_lineage(t)["run_key"]) == ["b", "c", "d", "e"]
