@@ -162,6 +162,7 @@ class Evaluator:
         self.eval_loss = cfg.watches_eval_loss  # equal within a stack (in its stack key)
 
     def _eval_generators(self) -> list[torch.Generator]:
+        """Each run's ``eval`` stream, seeded afresh (the same draws at every recorded epoch)."""
         gens = []
         for c in self.configs:
             g = torch.Generator()
@@ -231,11 +232,7 @@ class Evaluator:
             z = normalize(h, m.normalization)
             zt = None if ht is None else normalize(ht, m.normalization)
             if self.full:
-                gens = []
-                for c in cfgs:
-                    g = torch.Generator()
-                    g.manual_seed(stream_seed(c.seed, "eval"))
-                    gens.append(g)
+                gens = self._eval_generators()
                 full = step_losses(
                     cfgs,
                     m,
