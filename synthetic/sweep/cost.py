@@ -90,12 +90,19 @@ class SweepCost:
         )
 
 
+#: A probe keeps its run's rule (a rule may add work to each metric step: the evaluation loss of
+#: ``settle_loss = "eval"``) with zero tolerances, so that no probe is stopped by it.
+_NEVER_SETTLES = dict(settle_etf=0.0, settle_wcv=0.0, settle_rank=0, settle_erank=0.0, settle_gap=0.0)
+
+
 def _probe_configs(configs: Sequence[Any], steps: int) -> list[Any]:
+    def probe(c: Any, **fields: Any) -> Any:
+        rule = _NEVER_SETTLES if getattr(c, "settle_window", 0) > 0 else {}
+        return c.replace(init="random", **rule, **fields)
+
     if steps == 0:
-        return [c.replace(epochs=0, max_steps=0, settle_window=0, init="random") for c in configs]
-    return [
-        c.replace(max_steps=steps, eval_every=10**6, settle_window=0, init="random") for c in configs
-    ]  # records the first and the last state only
+        return [probe(c, epochs=0, max_steps=0) for c in configs]
+    return [probe(c, max_steps=steps, eval_every=10**6) for c in configs]  # the first and last state only
 
 
 def probe_task(

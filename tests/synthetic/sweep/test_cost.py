@@ -17,7 +17,10 @@ S, V, T = 0.06, 0.04, 0.01  # seconds: set-up, one evaluation, one optimisation 
 def _fake_train(configs):
     """Sleeps like a task: set-up, one evaluation per recorded epoch, T per optimisation step."""
     c = configs[0]
-    assert all(x.settle_window == 0 and x.init == "random" for x in configs)
+    # probes keep a rule (its evaluation loss costs time) with zero tolerances: nothing stops them
+    assert all(
+        x.init == "random" and (x.settle_window == 0 or x.settle_etf == x.settle_gap == 0.0) for x in configs
+    )
     time.sleep(S + V * len(recorded_epochs(c.num_epochs, c.eval_every)) + T * c.num_steps)
 
 
@@ -100,3 +103,23 @@ def test_estimate_sums_tasks_and_says_what_it_measured():
     text = got.text()
     assert text.startswith("cost estimate: ") and "core-hours" in text and "on 2 worker(s)" in text
     assert TaskCost(1.0, 0.5, 0.25, 8, 3).seconds == 1.0 + 3 * 0.5 + 8 * 0.25
+
+
+def test_probes_keep_the_evaluation_loss_of_their_rule():
+    """A rule watching the evaluation loss adds work to every metric step: the probe must pay it."""
+    from synthetic.sweep.cost import _probe_configs
+
+    cfg = RunConfig(
+        num_classes=4, n_per_class=4, batch_size=8, epochs=80, eval_every=8, normalization="ball",
+        settle_window=16, settle_loss="eval", init="nc", init_epochs=3,
+    )  # fmt: skip
+    for p in _probe_configs([cfg], 0) + _probe_configs([cfg], 8):
+        assert p.watches_eval_loss and p.init == "random"
+        assert (p.settle_etf, p.settle_wcv, p.settle_rank, p.settle_erank, p.settle_gap) == (
+            0.0,
+            0.0,
+            0,
+            0.0,
+            0.0,
+        )
+    assert _probe_configs([cfg], 8)[0].max_steps == 8 and _probe_configs([cfg], 0)[0].epochs == 0
