@@ -32,7 +32,7 @@ import torch
 from synthetic.engine.config import RunConfig
 from synthetic.engine.data import epoch_batches, stream_seed
 from synthetic.engine.errors import non_finite
-from synthetic.engine.objective import step_losses
+from synthetic.engine.objective import skipped_steps, step_losses
 from synthetic.store.schema import EPOCH, encode_class_means
 from theory.collapse import metric_row
 from theory.geometry import normalize
@@ -179,8 +179,7 @@ class Evaluator:
         run_ids = torch.arange(R, device=device)[None, :, None]
         labels = self.Y[run_ids, batches]  # (S, R, b)
         inputs = batches if self.X is None else self.X[run_ids, batches]
-        sup = torch.tensor([c.setting == "supervised" for c in cfgs], device=device)
-        skip = (sup[None, :] & (labels.amax(dim=-1) == labels.amin(dim=-1))).cpu()
+        skip = skipped_steps(cfgs, labels).cpu()
         total = torch.zeros(R, dtype=torch.float64)
         count = torch.zeros(R, dtype=torch.float64)
         with torch.no_grad():

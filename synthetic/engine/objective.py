@@ -40,9 +40,19 @@ from theory.hcl import contrastive_loss
 from theory.options import HCL_METHODS
 from theory.two_view import two_view_loss
 
-__all__ = ["step_losses"]
+__all__ = ["step_losses", "skipped_steps"]
 
 # ------------------------------------------------------------------ one step of R runs
+
+
+def skipped_steps(configs: Sequence[RunConfig], labels: torch.Tensor) -> torch.Tensor:
+    """Bool ``(S, R)``: the steps whose loss is undefined for a run (labels ``(S, R, B)``).
+
+    A supervised (SCL/HSCL) batch holding a single class leaves every anchor without negatives:
+    that run skips the step (training and the evaluation loss alike).
+    """
+    sup = torch.tensor([c.setting == "supervised" for c in configs], device=labels.device)
+    return sup[None, :] & (labels.amax(dim=-1) == labels.amin(dim=-1))
 
 
 def step_losses(

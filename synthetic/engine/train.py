@@ -71,7 +71,7 @@ from synthetic.engine.data import epoch_batches, make_data, run_generators
 from synthetic.engine.errors import non_finite
 from synthetic.engine.evaluation import EVAL_COLUMNS, TRAINING_COLUMNS, Evaluator
 from synthetic.engine.models import ContrastiveModel, StackedModel, build_model, stack_models
-from synthetic.engine.objective import step_losses
+from synthetic.engine.objective import skipped_steps, step_losses
 from synthetic.engine.plan import Group, plan, stack_key
 from synthetic.engine.resume import Resume, RunState, adam_moments, lineage_key
 from synthetic.store.folders import atomic_write
@@ -277,12 +277,6 @@ def train_extend(
     return list(zip(tables, states, strict=True))
 
 
-def _skipped(configs: Sequence[RunConfig], labels: torch.Tensor) -> torch.Tensor:
-    """Bool ``(S, R)``: which runs skip which step (labels ``(S, R, B)``; SCL/HSCL single class)."""
-    sup = torch.tensor([c.setting == "supervised" for c in configs], device=labels.device)
-    return sup[None, :] & (labels.amax(dim=-1) == labels.amin(dim=-1))
-
-
 def _progress(iterable, enabled: bool, desc: str, total: int | None = None):
     if not enabled:
         return iterable
@@ -365,7 +359,7 @@ def _train(
         for r, row in enumerate(ev.rows(0, 0, [math.nan] * R, [0] * R, fresh)):
             if row is not None:
                 record(r, row)
-    order_start = [g["order"].get_state() for g in gens]
+    order_start: list[torch.Tensor] = []  # each run's order stream at the start of the last epoch
     last_steps, full_steps = 0, 0  # mini-batches of the last epoch trained, of a whole epoch
     for epoch in _progress(range(first, epochs + 1), progress, f"{R} run(s)", epochs):
         if bool(stopped.all()):
@@ -380,7 +374,7 @@ def _train(
         batches = batches[: budget - drawn]
         drawn += batches.shape[0]
         labels = Y[run_ids, batches]  # (S, R, b)
-        skip = _skipped(configs, labels).cpu()
+        skip = skipped_steps(configs, labels).cpu()
         dead = skip.all(dim=0) & ~stopped
         if epoch == first and offset:  # a resumed epoch: its earlier mini-batches count too
             dead &= torch.tensor([offset == k for k in partial_skipped])
@@ -438,16 +432,14 @@ def _train(
         if bad is not None:
             raise non_finite(configs[bad], "parameters after the epoch's Adam steps", epoch)
         last_steps = before + batches.shape[0]
-        if before:
-            partial_skipped_now = [
-                p + int(k) for p, k in zip(partial_skipped, skip.sum(dim=0).tolist(), strict=True)
-            ]
-        else:
-            partial_skipped_now = [int(k) for k in skip.sum(dim=0).tolist()]
+        # the epoch so far (with a resumed epoch's earlier mini-batches): what a cut epoch stores
+        counted = [int(k) for k in skip.sum(dim=0).tolist()]
+        partial_skipped = (
+            [p + k for p, k in zip(partial_skipped, counted, strict=True)] if before else counted
+        )
         partial_loss = total_cpu.tolist()
-        partial_skipped = partial_skipped_now
         if epoch in record_at:
-            n_skipped = partial_skipped_now
+            n_skipped = partial_skipped
             n_steps = last_steps
             was_stopped = stopped.tolist()
             mean_loss = [

@@ -52,13 +52,14 @@ def _read(path: Path, lineage: str) -> Any:
     return state
 
 
-def find_resumes(results: Path, configs: Sequence[Any]) -> tuple[dict[str, Any], list[str]]:
+def find_resumes(results: Path, configs: Sequence[Any]) -> tuple[dict[str, Any], list[str], dict[str, int]]:
     """The resumes of ``configs`` (the runs a sweep must train) from the folder's stored states.
 
     Returns:
-        ``({run key: Resume}, set_aside)``: a :class:`synthetic.engine.resume.Resume` for each
-        config that continues (or is complete) from its lineage's state, and ``"<path>: <reason>"``
-        for each state file set aside.
+        ``({run key: Resume}, set_aside, {lineage: steps})``: a
+        :class:`synthetic.engine.resume.Resume` for each config that continues (or is complete)
+        from its lineage's state, ``"<path>: <reason>"`` for each state file set aside, and the
+        steps of every lineage's usable stored state (what :func:`store_state` compares with).
     """
     # lazy: see _read
     from synthetic.engine.resume import lineage_key, resume_for
@@ -84,7 +85,7 @@ def find_resumes(results: Path, configs: Sequence[Any]) -> tuple[dict[str, Any],
         res = resume_for(c, cache[lin])
         if res is not None:
             out[c.key()] = res
-    return out, notes
+    return out, notes, {lin: st.steps for lin, st in cache.items() if st is not None}
 
 
 def split_tasks(tasks: Sequence[Sequence[Any]], resumes: Mapping[str, Any]) -> list[list[Any]]:
@@ -104,8 +105,11 @@ def split_tasks(tasks: Sequence[Sequence[Any]], resumes: Mapping[str, Any]) -> l
     return out
 
 
-def store_state(results: Path, config: Any, state: Any) -> bool:
+def store_state(results: Path, config: Any, state: Any, stored: dict[str, int]) -> bool:
     """Keep ``state`` as its lineage's state unless the stored one went further (more steps).
+
+    ``stored``: the steps of the lineages' stored states, as :func:`find_resumes` read them at the
+    start of the sweep (the sweep's lock keeps them current); updated when a state is written.
 
     Returns:
         True when the file was written.
@@ -117,11 +121,9 @@ def store_state(results: Path, config: Any, state: Any) -> bool:
 
     if getattr(config, "settle_window", 0) <= 0:
         return False  # a run without a rule is never extended (its budget is its definition)
-    path = state_path(results, state.lineage)
-    if path.is_file():
-        old = _read(path, state.lineage)
-        if not isinstance(old, str) and old.steps > state.steps:
-            return False
+    if stored.get(state.lineage, -1) > state.steps:
+        return False
     blob = state_to_blob(state, config)
-    atomic_write(path, lambda fh: torch.save(blob, fh))
+    atomic_write(state_path(results, state.lineage), lambda fh: torch.save(blob, fh))
+    stored[state.lineage] = state.steps
     return True

@@ -418,8 +418,9 @@ def _sweep_locked(
     trainer = opt["trainer"] or engine_trainer()
     tasks = _make_tasks(pending, configs, trainer.plan if opt["stack"] else None)
     resumes: dict = {}
+    stored_steps: dict[str, int] = {}
     if trainer.extend is not None and pending:
-        resumes, set_aside_states = find_resumes(results, pending)
+        resumes, set_aside_states, stored_steps = find_resumes(results, pending)
         quarantined.extend(set_aside_states)
         tasks = split_tasks(tasks, resumes)
     remote = opt["cluster"] is not None or opt["scheduler"] is not None
@@ -461,7 +462,7 @@ def _sweep_locked(
                 n_done += 1
                 if state is not None:
                     try:
-                        store_state(results, config, state)
+                        store_state(results, config, state, stored_steps)
                     except OSError as exc:  # the run is stored; only a later extension is lost
                         print(
                             f"warning: cannot keep the final state of run {k}: {exc}",

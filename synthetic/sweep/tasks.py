@@ -103,81 +103,63 @@ def execute_task(job: Any, trainer: Trainer, threads: int | None = 1) -> list:
         old_threads = torch.get_num_threads()
         torch.set_num_threads(threads)
     try:
-        if trainer.extend is not None:
-            return _execute_extend(task, keys, resumes, trainer.extend)
-        return [(*r, None) for r in _execute_inner(task, keys, trainer)]
+        return _execute_inner(task, keys, resumes, *_trainers(trainer))
     finally:
         if old_threads is not None:
             torch.set_num_threads(old_threads)
 
 
-def _run_single(config: Any, k: str, runner: Callable, note: str = "") -> tuple:
+def _trainers(trainer: Trainer) -> tuple[Callable | None, Callable]:
+    """``(group, one)``: the trainers of a task's group (None: none) and of one run.
+
+    Both give ``(frame, state or None)``: the trainer's ``extend`` when it has one, else its runners.
+    """
+    extend, stack, run = trainer.extend, trainer.train_stack, trainer.run
+    if extend is not None:
+        return extend, lambda c, r: extend([c], [r])[0]
+
+    def group(configs: list, resumes: list) -> list:
+        return [f if isinstance(f, BaseException) else (f, None) for f in stack(configs)]  # type: ignore[misc]
+
+    return (group if stack is not None else None), lambda c, r: (run(c), None)
+
+
+def _run_single(config: Any, k: str, resume: Any, one: Callable, note: str = "") -> tuple:
     try:
-        f = runner(config)
-        _check_frame(k, f, config)
-        return (k, f, None)
+        got = one(config, resume)
+        if isinstance(got, BaseException):
+            raise got
+        frame, state = got
+        _check_frame(k, frame, config)
+        return (k, frame, None, state)
     except Exception as exc:
-        return (k, None, describe_failure(exc, note))
+        return (k, None, describe_failure(exc, note), None)
 
 
-def _execute_inner(task: list, keys: list, trainer: Trainer) -> list:
+def _execute_inner(task: list, keys: list, resumes: list, group: Callable | None, one: Callable) -> list:
     """Train a task; a failing stack falls back to training each member alone.
 
     A stack of several configs that raises (or returns bad frames) is retried member by member
     with the single runner, so one failing run does not fail its whole stack (on every retry);
     only the members that fail alone are reported, with the stack's error noted. A stacked
-    runner may also return an exception in place of a member's frame: that member failed.
+    runner may also return an exception in place of a member's result: that member failed.
+    ``group`` and ``one`` give ``(frame, state or None)`` per run (:func:`_trainers`).
     """
     note = ""
-    if len(task) > 1 and trainer.train_stack is not None:
+    if len(task) > 1 and group is not None:
         try:
-            frames = list(trainer.train_stack(list(task)))
-            if len(frames) != len(task):
-                raise RuntimeError(f"stacked runner returned {len(frames)} frames for {len(task)} configs")
-            out: list[tuple[str, Any, Any]] = []
-            for c, k, f in zip(task, keys, frames, strict=True):
-                if isinstance(f, BaseException):
-                    out.append((k, None, describe_failure(f)))
-                else:
-                    _check_frame(k, f, c)
-                    out.append((k, f, None))
-            return out
-        except Exception as exc:
-            last = " ".join(str(exc).split()) or type(exc).__name__
-            note = f"(stacked training of {len(task)} runs failed: {type(exc).__name__}: {last}; this run then failed alone)"
-    return [_run_single(c, k, trainer.run, note) for c, k in zip(task, keys, strict=True)]
-
-
-def _execute_extend(task: list, keys: list, resumes: list, extend: Callable) -> list:
-    """:func:`_execute_inner` with the trainer's ``extend``: tables and final states come back.
-
-    A stack that raises is retried member by member, as in :func:`_execute_inner`.
-    """
-    note = ""
-    if len(task) > 1:
-        try:
-            pairs = list(extend(list(task), list(resumes)))
-            if len(pairs) != len(task):
-                raise RuntimeError(f"the trainer returned {len(pairs)} results for {len(task)} configs")
+            results = list(group(list(task), list(resumes)))
+            if len(results) != len(task):
+                raise RuntimeError(f"stacked runner returned {len(results)} frames for {len(task)} configs")
             out: list[tuple] = []
-            for c, k, p in zip(task, keys, pairs, strict=True):
-                if isinstance(p, BaseException):
-                    out.append((k, None, describe_failure(p), None))
+            for c, k, res in zip(task, keys, results, strict=True):
+                if isinstance(res, BaseException):
+                    out.append((k, None, describe_failure(res), None))
                 else:
-                    _check_frame(k, p[0], c)
-                    out.append((k, p[0], None, p[1]))
+                    _check_frame(k, res[0], c)
+                    out.append((k, res[0], None, res[1]))
             return out
         except Exception as exc:
             last = " ".join(str(exc).split()) or type(exc).__name__
             note = f"(stacked training of {len(task)} runs failed: {type(exc).__name__}: {last}; this run then failed alone)"
-    out = []
-    for c, k, r in zip(task, keys, resumes, strict=True):
-        try:
-            (pair,) = extend([c], [r])
-            if isinstance(pair, BaseException):
-                raise pair
-            _check_frame(k, pair[0], c)
-            out.append((k, pair[0], None, pair[1]))
-        except Exception as exc:
-            out.append((k, None, describe_failure(exc, note), None))
-    return out
+    return [_run_single(c, k, r, one, note) for c, k, r in zip(task, keys, resumes, strict=True)]

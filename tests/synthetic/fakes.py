@@ -129,6 +129,12 @@ def wait_for(predicate, timeout: float = 60.0, step: float = 0.02) -> bool:
     return bool(predicate())
 
 
+#: A convergence rule that never holds (tolerances far below any change): runs train their budget.
+NEVER_SETTLES = dict(
+    settle_window=4, settle_etf=1e-12, settle_wcv=1e-12, settle_erank=1e-12, settle_gap=1e-12
+)
+
+
 @contextlib.contextmanager
 def read_only(*folders: Path):
     """Make folders read-only for this process: chmod for a normal user, ``chattr +i`` for root.

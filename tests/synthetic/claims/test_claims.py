@@ -429,60 +429,13 @@ def test_a_longer_budget_supersedes_the_run_it_continued():
     summary = rows.run_summary(_table(scl, hscl_short, hscl_long))
     assert len(summary) == 6 and set(summary.loc[summary["method"] == "HSCL", "epochs"]) == {3000}
     # a step budget is compared in steps: 2 epochs of N // b = 5 steps (10) < max_steps 12
-    t = pd.DataFrame(
-        [  # hidden: a config value that is missing (NaN) for every run, as free features store it
-            dict(
-                run_key="a",
-                seed=0,
-                epochs=2,
-                max_steps=0,
-                settle_window=4,
-                num_classes=2,
-                n_per_class=10,
-                batch_size=4,
-            ),
-            dict(
-                run_key="b",
-                seed=0,
-                epochs=3,
-                max_steps=12,
-                settle_window=4,
-                num_classes=2,
-                n_per_class=10,
-                batch_size=4,
-            ),
-            dict(
-                run_key="c",
-                seed=1,
-                epochs=2,
-                max_steps=0,
-                settle_window=4,
-                num_classes=2,
-                n_per_class=10,
-                batch_size=4,
-            ),
-            dict(
-                run_key="d",
-                seed=1,
-                epochs=9,
-                max_steps=0,
-                settle_window=0,
-                num_classes=2,
-                n_per_class=10,
-                batch_size=4,
-            ),
-            dict(
-                run_key="e",
-                seed=1,
-                epochs=8,
-                max_steps=0,
-                settle_window=0,
-                num_classes=2,
-                n_per_class=10,
-                batch_size=4,
-            ),
-        ]
+    # (run key, seed, epochs, max_steps, settle_window); C = 2, 10 per class, batch 4: 5 steps per epoch
+    spec = [("a", 0, 2, 0, 4), ("b", 0, 3, 12, 4), ("c", 1, 2, 0, 4), ("d", 1, 9, 0, 0), ("e", 1, 8, 0, 0)]
+    cols = ["run_key", "seed", "epochs", "max_steps", "settle_window"]
+    t = pd.DataFrame([dict(zip(cols, r, strict=True)) for r in spec]).assign(
+        num_classes=2, n_per_class=10, batch_size=4
     )
+    # hidden: a config value that is missing (NaN) for every run, as free features store it
     t.insert(3, "hidden", math.nan)
     assert list(rows.budget_steps(t)) == [10, 12, 10, 45, 40]
     # b supersedes a; c has another seed; d and e have no rule (snapshots): all kept

@@ -26,9 +26,8 @@ from synthetic.engine.resume import (
     state_to_blob,
 )
 from synthetic.engine.train import train_extend, train_extend_stack
+from tests.synthetic.fakes import NEVER_SETTLES as NEVER
 
-#: A rule that never holds (tolerances far below any change): runs train their whole budget.
-NEVER = dict(settle_window=4, settle_etf=1e-12, settle_wcv=1e-12, settle_erank=1e-12, settle_gap=1e-12)
 #: A rule that holds as soon as the window is full.
 AT_ONCE = dict(
     settle_window=4, settle_etf=9.0, settle_wcv=9.0, settle_rank=99, settle_erank=99.0, settle_gap=99.0
@@ -109,64 +108,28 @@ def test_a_step_budget_inside_an_epoch_continues_that_epoch_in_a_stack():
 def test_skipped_steps_and_the_runwise_adam_continue():
     # SCL with batches of 2 from 2 classes: single-class batches are skipped, some runs settle
     # first (the others then use the run-wise Adam)
-    scl = RunConfig(
-        method="SCL",
-        beta=0.0,
-        encoder="free",
-        num_classes=2,
-        n_per_class=10,
-        batch_size=2,
-        lr=0.05,
-        epochs=8,
-        eval_every=2,
+    scl = FREE.replace(
+        method="SCL", beta=0.0, num_classes=2, n_per_class=10, batch_size=2, epochs=8, eval_every=2,
         normalization="sphere",
-        **NEVER,
-    )
+    )  # fmt: skip
     resumes, ext = _extend_equals_straight(scl, scl.replace(epochs=14), n=3)
     assert any(int(t["skipped_steps"].sum()) > 0 for t, _ in ext)
     assert all(r.state.run_adam for r in resumes if not r.complete)
 
 
 def test_an_mlp_with_sampled_negatives_and_noise_positives_continues():
-    mlp = RunConfig(
-        method="HUCL",
-        beta=5.0,
-        encoder="mlp",
-        hidden=16,
-        num_classes=3,
-        n_per_class=20,
-        batch_size=20,
-        lr=1e-3,
-        epochs=6,
-        eval_every=2,
-        normalization="ball",
-        estimator="sampled",
-        num_negatives=8,
-        positives="noise",
-        noise_std=0.1,
-        **NEVER,
-    )
+    mlp = FREE.replace(
+        method="HUCL", beta=5.0, encoder="mlp", hidden=16, num_classes=3, batch_size=20, lr=1e-3,
+        epochs=6, eval_every=2, estimator="sampled", num_negatives=8, positives="noise", noise_std=0.1,
+    )  # fmt: skip
     _extend_equals_straight(mlp, mlp.replace(epochs=10), n=2)
 
 
 def test_a_near_nc_run_continues_without_its_source():
-    nc = RunConfig(
-        method="UCL",
-        beta=0.0,
-        encoder="free",
-        num_classes=3,
-        n_per_class=10,
-        batch_size=10,
-        lr=0.05,
-        epochs=4,
-        eval_every=2,
-        normalization="ball",
-        init="nc",
-        init_method="HSCL",
-        init_beta=5.0,
-        init_epochs=3,
-        **NEVER,
-    )
+    nc = FREE.replace(
+        method="UCL", beta=0.0, num_classes=3, n_per_class=10, batch_size=10, epochs=4, eval_every=2,
+        init="nc", init_method="HSCL", init_beta=5.0, init_epochs=3,
+    )  # fmt: skip
     _extend_equals_straight(nc, nc.replace(epochs=8), n=2)
 
 
@@ -240,18 +203,6 @@ def test_resume_objects_and_states_are_validated():
     with pytest.raises(ValueError, match="resumes"):
         train_extend([FREE], ["not a resume"])  # type: ignore[list-item]
     st = state_from_blob(_blob())
-    wrong = RunConfig(
-        method="HSCL",
-        beta=2.0,
-        encoder="free",
-        num_classes=5,
-        n_per_class=20,
-        batch_size=16,
-        lr=0.05,
-        epochs=12,
-        eval_every=4,
-        normalization="ball",
-        **NEVER,
-    )
+    wrong = FREE.replace(num_classes=5)  # another model shape
     with pytest.raises(ValueError, match="does not fit"):
         train_extend([wrong], [Resume(st, st.rows, False)])

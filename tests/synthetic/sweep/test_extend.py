@@ -16,8 +16,7 @@ from synthetic.engine.config import RunConfig
 from synthetic.engine.resume import lineage_key
 from synthetic.sweep import run as sw
 from synthetic.sweep.extend import STATES_SUBDIR, find_resumes, split_tasks, state_path
-
-NEVER = dict(settle_window=4, settle_etf=1e-12, settle_wcv=1e-12, settle_erank=1e-12, settle_gap=1e-12)
+from tests.synthetic.fakes import NEVER_SETTLES as NEVER
 
 
 def _grid(epochs: int, max_steps: int = 0) -> list[RunConfig]:
@@ -88,8 +87,9 @@ def test_a_shorter_budget_keeps_the_longer_state(tmp_path):
 def test_resumes_are_split_by_their_start(tmp_path):
     sw.run_sweep(_grid(4)[:2], tmp_path, progress=False)
     longer = _grid(8)
-    resumes, notes = find_resumes(tmp_path, longer)
+    resumes, notes, stored = find_resumes(tmp_path, longer)
     assert len(resumes) == 2 and not notes
+    assert sorted(stored.values()) == [4 * 3, 4 * 3]  # two lineages' states, 4 epochs of 3 steps
     parts = split_tasks([longer], resumes)
     assert sorted(len(p) for p in parts) == [2, 2]
     assert all(len({resumes.get(c.key()) is None for c in p}) == 1 for p in parts)
