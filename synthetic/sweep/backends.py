@@ -10,7 +10,12 @@ process, which alone writes the results folder, so no shared file system is need
   Ctrl-C in a terminal reaches only the sweep, which stops the workers itself, with no word from
   them: no KeyboardInterrupt traceback, and no resource-tracker warning about named semaphores a
   stopped worker left behind (tqdm's lock, the one such semaphore a run made, is a thread lock in
-  a worker).
+  a worker). The stopped pool's own semaphores are the resource tracker's to remove: loky's tracker
+  process unlinks whatever a killed process left registered, but when the sweep's process exits
+  while its pool is being torn down it may also print a report of that cleanup (seen once in CI:
+  "There appear to be 1 leaked semlock objects" about a semaphore already unlinked). The tracker is
+  therefore launched with its own warnings ignored (:func:`quiet_resource_tracker`); it still
+  cleans up, and nothing else's warnings are filtered.
 * dask.distributed: a scheduler address (``tcp://host:8786``), a ``distributed.Client``, or a
   cluster object (``distributed.LocalCluster``, ``dask_jobqueue.SLURMCluster``, ...) — the same
   code path for all; an unreachable scheduler raises
@@ -37,6 +42,7 @@ from synthetic.sweep.errors import SchedulerUnreachable
 
 __all__ = [
     "watch_parent",
+    "quiet_resource_tracker",
     "local_results",
     "dask_results",
     "SlurmOptions",
@@ -71,6 +77,31 @@ def watch_parent(parent_pid: int, poll: float = PARENT_POLL_S) -> None:
     threading.Thread(target=_watch, name="watch-parent", daemon=True).start()
 
 
+#: The module of loky's resource tracker, whose warnings its process ignores (see the module docstring).
+_TRACKER_MODULE = "joblib.externals.loky.backend.resource_tracker"
+
+
+def quiet_resource_tracker() -> None:
+    """Start loky's resource tracker (if it is not running yet) with its cleanup reports ignored.
+
+    The tracker is a separate process that inherits this one's stderr; it is launched here with
+    ``PYTHONWARNINGS`` extended by ``ignore::UserWarning:<its module>``, so only warnings raised in
+    that module are dropped, in that process only (this process's environment is restored).
+    """
+    from joblib.externals.loky.backend import resource_tracker
+
+    before = os.environ.get("PYTHONWARNINGS")
+    rule = f"ignore::UserWarning:{_TRACKER_MODULE}"
+    os.environ["PYTHONWARNINGS"] = rule if not before else f"{before},{rule}"
+    try:
+        resource_tracker.ensure_running()
+    finally:
+        if before is None:
+            del os.environ["PYTHONWARNINGS"]
+        else:
+            os.environ["PYTHONWARNINGS"] = before
+
+
 def local_results(fn: Callable, tasks: Sequence, args: tuple, n_jobs: int) -> Generator[Any, None, None]:
     """Yield ``fn(task, *args)`` for every task, in completion order, on ``n_jobs`` processes.
 
@@ -83,6 +114,7 @@ def local_results(fn: Callable, tasks: Sequence, args: tuple, n_jobs: int) -> Ge
     from joblib import Parallel, delayed
     from joblib.parallel import LokyBackend
 
+    quiet_resource_tracker()
     backend = LokyBackend(initializer=watch_parent, initargs=(os.getpid(),))
     par = Parallel(n_jobs=n_jobs, backend=backend, return_as="generator_unordered")
     gen = par(delayed(fn)(t, *args) for t in tasks)

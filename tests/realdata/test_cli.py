@@ -104,7 +104,8 @@ def test_ctrl_c_is_one_line_and_exit_130(monkeypatch, capsys, command, rank, hin
 @pytest.mark.slow  # the workers' start-up (torch) makes it 10-30 s on 2 shared cores
 def test_ctrl_c_of_digits_with_workers_prints_one_line(tmp_path):
     """Observed: Ctrl-C of `python -m realdata digits --jobs 2` printed a KeyboardInterrupt traceback,
-    and the killed workers' named semaphores (tqdm's lock) a resource_tracker warning."""
+    and the killed workers' named semaphores (tqdm's lock) a resource_tracker warning; once in CI,
+    loky's tracker reported the stopped pool's own semaphore (backends.quiet_resource_tracker)."""
     import psutil
 
     proc = subprocess.Popen(
