@@ -64,9 +64,7 @@ def render(tables: dict[str, pd.DataFrame], where: dict | None = None) -> Figure
     Raises:
         ValueError: missing columns.
     """
-    t = tables.get("synthetic")
-    if t is None or any(c not in t.columns for c in COLUMNS):
-        raise ValueError(f"tables['synthetic'] must have the columns {list(COLUMNS)}")
+    t = frames.table(tables, "synthetic", COLUMNS)
     rows, setting = frames.pick_setting(
         t,
         where=where,

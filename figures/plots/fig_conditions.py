@@ -78,7 +78,7 @@ def render(tables: dict[str, pd.DataFrame], family: str = "SCL", where: dict | N
     Raises:
         ValueError: bad ``family`` or missing columns.
     """
-    t = _table(tables)
+    t = frames.table(tables, "synthetic", COLUMNS)
     rows, setting = frames.pick_setting(frames.family_rows(t, family), where=where)
     fig, axes = style.new_figure(1, 3, width=16.0, height=5.0)
     for k, (ax, (metric, title, ylabel, ylim)) in enumerate(zip(axes[0], PANELS, strict=True)):
@@ -89,16 +89,6 @@ def render(tables: dict[str, pd.DataFrame], family: str = "SCL", where: dict | N
     fig.suptitle(f"Neural-Collapse conditions over training, {frames.family_name(family)}")
     style.note(fig, "uncentred class means, seed mean ± std; " + frames.setting_text(rows, setting))
     return fig
-
-
-def _table(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    if "synthetic" not in tables:
-        raise ValueError("tables must contain 'synthetic'")
-    t = tables["synthetic"]
-    missing = [c for c in COLUMNS if c not in t.columns]
-    if missing:
-        raise ValueError(f"tables['synthetic'] lacks the columns {missing}")
-    return t
 
 
 PRODUCE = (

@@ -88,9 +88,7 @@ def render(tables: dict[str, pd.DataFrame]) -> Figure:
     Raises:
         ValueError: missing columns.
     """
-    t = tables.get("synthetic")
-    if t is None or any(c not in t.columns for c in COLUMNS):
-        raise ValueError(f"tables['synthetic'] must have the columns {list(COLUMNS)}")
+    t = frames.table(tables, "synthetic", COLUMNS)
     grids = _grids(t)
     fig, axes = style.new_figure(len(grids), 2, width=11.0, height=2.6 * len(grids) + 0.8)
     n_set = n_done = 0

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from figures.plots import style
+from figures.plots import frames, style
 from figures.plots.spec import FigureSpec, TableNeed
 
 COLUMNS = ("num_classes", "program", "row", "col", "value")
@@ -45,9 +45,7 @@ def render(tables: dict[str, pd.DataFrame], annotate_max: int = 6) -> Figure:
     Raises:
         ValueError: missing columns.
     """
-    t = tables.get("gram")
-    if t is None or any(c not in t.columns for c in COLUMNS):
-        raise ValueError(f"tables['gram'] must have the columns {list(COLUMNS)}")
+    t = frames.table(tables, "gram", COLUMNS)
     Cs = sorted(int(c) for c in t["num_classes"].unique())
     programs = [p for p in dict.fromkeys(t["program"].astype(str)) if p != ETF]
     programs += [ETF] if (t["program"].astype(str) == ETF).any() else []

@@ -17,7 +17,7 @@ from __future__ import annotations
 import pandas as pd
 from matplotlib.figure import Figure
 
-from figures.plots import style
+from figures.plots import frames, style
 from figures.plots.spec import FigureSpec, TableNeed
 
 COLUMNS = ("setting", "beta", "estimate", "ci_low", "ci_high", "confidence")
@@ -37,9 +37,7 @@ def render(tables: dict[str, pd.DataFrame]) -> Figure:
     Raises:
         ValueError: missing columns.
     """
-    t = tables.get("harris_gap")
-    if t is None or any(c not in t.columns for c in COLUMNS):
-        raise ValueError(f"tables['harris_gap'] must have the columns {list(COLUMNS)}")
+    t = frames.table(tables, "harris_gap", COLUMNS)
     fig, axes = style.new_figure(1, 1, width=8.0, height=5.0)
     ax = axes[0, 0]
     for setting, g in t.groupby("setting", sort=True):

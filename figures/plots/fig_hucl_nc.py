@@ -17,7 +17,7 @@ from __future__ import annotations
 import pandas as pd
 from matplotlib.figure import Figure
 
-from figures.plots import style
+from figures.plots import frames, style
 from figures.plots.spec import FigureSpec, TableNeed
 
 COLUMNS = ("num_classes", "beta", "hucl_at_nc", "q", "ucl_optimum")
@@ -36,9 +36,7 @@ def render(tables: dict[str, pd.DataFrame]) -> Figure:
     Raises:
         ValueError: missing columns.
     """
-    t = tables.get("hucl_nc")
-    if t is None or any(c not in t.columns for c in COLUMNS):
-        raise ValueError(f"tables['hucl_nc'] must have the columns {list(COLUMNS)}")
+    t = frames.table(tables, "hucl_nc", COLUMNS)
     Cs = sorted(int(c) for c in t["num_classes"].unique())
     fig, axes = style.new_figure(1, len(Cs), width=7.0 * len(Cs), height=5.0)
     for ax, C in zip(axes[0], Cs, strict=True):

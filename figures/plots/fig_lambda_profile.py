@@ -18,7 +18,7 @@ from __future__ import annotations
 import pandas as pd
 from matplotlib.figure import Figure
 
-from figures.plots import style
+from figures.plots import frames, style
 from figures.plots.spec import FigureSpec, TableNeed
 
 PROFILE = ("lam", "loglik")
@@ -40,9 +40,7 @@ def render(tables: dict[str, pd.DataFrame]) -> Figure:
     Raises:
         ValueError: missing tables or columns.
     """
-    prof, fit = tables.get("lambda_profile"), tables.get("lambda_fit")
-    if prof is None or any(c not in prof.columns for c in PROFILE):
-        raise ValueError(f"tables['lambda_profile'] must have the columns {list(PROFILE)}")
+    prof, fit = frames.table(tables, "lambda_profile", PROFILE), tables.get("lambda_fit")
     if fit is None or len(fit) == 0 or any(c not in fit.columns for c in FIT):
         raise ValueError(f"tables['lambda_fit'] must have one row with the columns {list(FIT)}")
     f = fit.iloc[0]

@@ -58,9 +58,7 @@ def render(tables: dict[str, pd.DataFrame], family: str = "SCL", where: dict | N
     Raises:
         ValueError: bad ``family``, missing columns, or no run with a finite optimum.
     """
-    t = tables.get("synthetic")
-    if t is None or any(c not in t.columns for c in COLUMNS):
-        raise ValueError(f"tables['synthetic'] must have the columns {list(COLUMNS)}")
+    t = frames.table(tables, "synthetic", COLUMNS)
     rows = _rows(t, family)
     if len(rows) == 0:
         raise ValueError("no run with a finite loss and optimum for this family")

@@ -52,9 +52,7 @@ def render(tables: dict[str, pd.DataFrame], family: str = "SCL", where: dict | N
     Raises:
         ValueError: bad ``family``, missing columns, or no finite accuracy.
     """
-    t = tables.get("synthetic")
-    if t is None or any(c not in t.columns for c in COLUMNS):
-        raise ValueError(f"tables['synthetic'] must have the columns {list(COLUMNS)}")
+    t = frames.table(tables, "synthetic", COLUMNS)
     rows = frames.finite(frames.family_rows(t, family), "ncm_acc")
     if len(rows) == 0:
         raise ValueError("tables['synthetic'] has no finite ncm_acc for this family")

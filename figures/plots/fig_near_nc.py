@@ -57,9 +57,7 @@ def render(tables: dict[str, pd.DataFrame], where: dict | None = None) -> Figure
     Raises:
         ValueError: missing columns or no run with ``init = "nc"``.
     """
-    t = tables.get("synthetic")
-    if t is None or any(c not in t.columns for c in COLUMNS):
-        raise ValueError(f"tables['synthetic'] must have the columns {list(COLUMNS)}")
+    t = frames.table(tables, "synthetic", COLUMNS)
     nc = _nc_rows(t)
     if len(nc) == 0:
         raise ValueError(f"tables['synthetic'] has no run with init = {NC_INIT!r}")

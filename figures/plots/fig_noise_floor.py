@@ -18,7 +18,7 @@ from __future__ import annotations
 import pandas as pd
 from matplotlib.figure import Figure
 
-from figures.plots import style
+from figures.plots import frames, style
 from figures.plots.spec import FigureSpec, TableNeed
 
 COLUMNS = ("n", "mse_softmax", "mse_weibit", "theory_weibit", "bias2_floor")
@@ -37,9 +37,7 @@ def render(tables: dict[str, pd.DataFrame]) -> Figure:
     Raises:
         ValueError: missing columns.
     """
-    t = tables.get("noise_floor")
-    if t is None or any(c not in t.columns for c in COLUMNS):
-        raise ValueError(f"tables['noise_floor'] must have the columns {list(COLUMNS)}")
+    t = frames.table(tables, "noise_floor", COLUMNS)
     t = t.sort_values("n")
     fig, axes = style.new_figure(1, 1, width=8.0, height=5.0)
     ax = axes[0, 0]

@@ -59,9 +59,7 @@ def render(tables: dict[str, pd.DataFrame], family: str = "SCL", where: dict | N
     Raises:
         ValueError: bad ``family`` or missing columns.
     """
-    t = tables.get("synthetic")
-    if t is None or any(c not in t.columns for c in COLUMNS):
-        raise ValueError(f"tables['synthetic'] must have the columns {list(COLUMNS)}")
+    t = frames.table(tables, "synthetic", COLUMNS)
     rows, setting = frames.pick_setting(
         frames.family_rows(t, family), where=where, exclude=_FREE, maximise=("normalization", "beta")
     )

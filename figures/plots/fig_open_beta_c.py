@@ -16,7 +16,7 @@ from __future__ import annotations
 import pandas as pd
 from matplotlib.figure import Figure
 
-from figures.plots import style
+from figures.plots import frames, style
 from figures.plots.spec import FigureSpec, TableNeed
 
 COLUMNS = ("loss", "normalization", "num_classes", "beta", "beats_nc")
@@ -58,9 +58,7 @@ def render(tables: dict[str, pd.DataFrame]) -> Figure:
     Raises:
         ValueError: missing columns.
     """
-    t = tables.get("open_landscape")
-    if t is None or any(c not in t.columns for c in COLUMNS):
-        raise ValueError(f"tables['open_landscape'] must have the columns {list(COLUMNS)}")
+    t = frames.table(tables, "open_landscape", COLUMNS)
     bc, missing = _beta_c(t)
     fig, axes = style.new_figure(1, 1, width=8.0, height=5.2)
     ax = axes[0, 0]

@@ -18,7 +18,7 @@ import pandas as pd
 from matplotlib import colormaps
 from matplotlib.figure import Figure
 
-from figures.plots import style
+from figures.plots import frames, style
 from figures.plots.spec import FigureSpec, TableNeed
 
 COLUMNS = ("loss", "normalization", "num_classes", "beta", "best", "nc", "bound")
@@ -48,9 +48,7 @@ def render(tables: dict[str, pd.DataFrame]) -> Figure:
     Raises:
         ValueError: missing columns.
     """
-    t = tables.get("open_landscape")
-    if t is None or any(c not in t.columns for c in COLUMNS):
-        raise ValueError(f"tables['open_landscape'] must have the columns {list(COLUMNS)}")
+    t = frames.table(tables, "open_landscape", COLUMNS)
     h = _hucl(t)
     norms = list(dict.fromkeys(h["normalization"]))
     Cs = sorted(int(c) for c in h["num_classes"].unique())

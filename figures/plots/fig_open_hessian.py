@@ -17,7 +17,7 @@ import pandas as pd
 from matplotlib import colormaps
 from matplotlib.figure import Figure
 
-from figures.plots import style
+from figures.plots import frames, style
 from figures.plots.spec import FigureSpec, TableNeed
 
 COLUMNS = ("kind", "loss", "num_classes", "beta", "min_eigenvalue")
@@ -44,9 +44,7 @@ def render(tables: dict[str, pd.DataFrame]) -> Figure:
     Raises:
         ValueError: missing columns.
     """
-    t = tables.get("open_hessian")
-    if t is None or any(c not in t.columns for c in COLUMNS):
-        raise ValueError(f"tables['open_hessian'] must have the columns {list(COLUMNS)}")
+    t = frames.table(tables, "open_hessian", COLUMNS)
     e = t[t["kind"] == "eigen"]
     Cs = sorted(int(c) for c in e["num_classes"].unique())
     colors = dict(zip(Cs, colormaps["viridis"](np.linspace(0.0, 0.85, len(Cs))), strict=True))

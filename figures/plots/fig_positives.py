@@ -53,9 +53,7 @@ def render(
     Raises:
         ValueError: missing columns.
     """
-    t = tables.get("synthetic")
-    if t is None or any(c not in t.columns for c in COLUMNS):
-        raise ValueError(f"tables['synthetic'] must have the columns {list(COLUMNS)}")
+    t = frames.table(tables, "synthetic", COLUMNS)
     fam = frames.family_rows(t, "UCL")
     if betas is not None:
         chosen = fam[fam["beta"].astype(float).isin([float(b) for b in betas])]

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from figures.plots import style
+from figures.plots import frames, style
 from figures.plots.spec import FigureSpec, TableNeed
 
 NEEDS = (
@@ -59,9 +59,7 @@ def render(tables: dict[str, pd.DataFrame], max_points: int = 50_000) -> Figure:
         ValueError: a missing table or column, or no positive exceedance.
     """
     for need in NEEDS:
-        t = tables.get(need.name)
-        if t is None or any(c not in t.columns for c in need.columns):
-            raise ValueError(f"tables[{need.name!r}] must have the columns {list(need.columns)}")
+        frames.table(tables, need.name, need.columns)
     y = np.sort(tables["pot_exceedances"]["y"].astype(float).to_numpy())
     y = y[np.isfinite(y) & (y > 0)]
     if y.size == 0:

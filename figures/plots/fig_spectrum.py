@@ -53,7 +53,7 @@ def render(
     Raises:
         ValueError: bad ``family`` or missing table / columns.
     """
-    spec = _table(tables)
+    spec = frames.table(tables, "spectrum", SPECTRUM_COLUMNS)
     rows, setting = frames.pick_setting(frames.family_rows(spec, family), where=where)
     epochs = sorted(int(e) for e in rows["epoch"].unique())
     last = epochs[-1]
@@ -92,16 +92,6 @@ def render(
     fig.suptitle(f"Sorted normalized singular value, {frames.family_name(family)}")
     style.note(fig, "class-mean covariance spectrum, seed mean ± std; " + frames.setting_text(rows, setting))
     return fig
-
-
-def _table(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    if "spectrum" not in tables:
-        raise ValueError("tables must contain 'spectrum'")
-    t = tables["spectrum"]
-    missing = [c for c in SPECTRUM_COLUMNS if c not in t.columns]
-    if missing:
-        raise ValueError(f"tables['spectrum'] lacks the columns {missing}")
-    return t
 
 
 _PRODUCE = (

@@ -53,9 +53,7 @@ def render(tables: dict[str, pd.DataFrame], family: str = "SCL", where: dict | N
     Raises:
         ValueError: bad ``family`` or missing columns.
     """
-    t = tables.get("synthetic")
-    if t is None or any(c not in t.columns for c in COLUMNS):
-        raise ValueError(f"tables['synthetic'] must have the columns {list(COLUMNS)}")
+    t = frames.table(tables, "synthetic", COLUMNS)
     fam = frames.family_rows(t, family)
     free = ("normalization", "grid", "epochs", "eval_every") if "normalization" in fam.columns else ()
     rows, setting = frames.pick_setting(fam, where=where, exclude=free, maximise=("beta", "normalization"))

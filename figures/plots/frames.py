@@ -17,6 +17,7 @@ import pandas as pd
 
 __all__ = [
     "FAMILIES",
+    "table",
     "config_columns",
     "family_rows",
     "has_family",
@@ -82,6 +83,21 @@ _KNOWN_CONFIG = (
     "dataset",
     "arch",
 )
+
+
+def table(tables: Mapping[str, pd.DataFrame], name: str, columns: Sequence[str]) -> pd.DataFrame:
+    """``tables[name]``, checked to hold every one of ``columns`` (a figure's input).
+
+    Raises:
+        ValueError: the table is missing or lacks a column (naming the table and the columns).
+    """
+    t = tables.get(name)
+    if t is None:
+        raise ValueError(f"tables[{name!r}] must have the columns {list(columns)} (no such table)")
+    missing = [c for c in columns if c not in t.columns]
+    if missing:
+        raise ValueError(f"tables[{name!r}] must have the columns {list(columns)} (missing: {missing})")
+    return t
 
 
 def family_name(family: str) -> str:

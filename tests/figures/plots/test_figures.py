@@ -157,3 +157,17 @@ def test_select_by_figure_or_claim_id():
     assert len(registry.select(None)) == len(SPECS)
     with pytest.raises(ValueError, match="neither a figure id"):
         registry.select(["nope"])
+
+
+@pytest.mark.parametrize("figure_id", IDS)
+def test_a_table_without_a_needed_column_is_named_by_every_renderer(figure_id, all_tables):
+    """Every renderer checks its input tables: dropping one needed column of one table is a
+    ValueError naming that table and listing the columns, before anything is drawn."""
+    spec = registry.get(figure_id)
+    need = next((n for n in spec.needs if n.columns and n.name in all_tables), None)
+    if need is None:
+        pytest.skip(f"{figure_id} reads no table with declared columns")
+    tables = dict(all_tables)
+    tables[need.name] = all_tables[need.name].drop(columns=[need.columns[0]])
+    with pytest.raises(ValueError, match=rf"tables\['{need.name}'\] must have .*{need.columns[0]}"):
+        spec.build(tables)
