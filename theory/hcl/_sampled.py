@@ -70,6 +70,12 @@ class _SampledPsi(torch.autograd.Function):
         gp = _pair_grad(grad_out, ctx.red) * sig / ctx.tau
         weights = e.mul_((gp / total)[:, None])  # in place: the saved values are used once
         grad = torch.zeros(ctx.shape[0] * ctx.shape[1], dtype=e.dtype, device=e.device)
-        grad.index_add_(0, idx.reshape(-1), weights.reshape(-1))
+        if grad.device.type == "cpu" and grad.dtype in (torch.float32, torch.float64):
+            from theory.hcl import _kernels  # lazy: numba loads only where the CPU kernels run
+
+            # index_add_'s sequential sum, in the same order (bit for bit), at a third of its time
+            _kernels.scatter_add(grad.numpy(), idx.reshape(-1).numpy(), weights.reshape(-1).numpy())
+        else:
+            grad.index_add_(0, idx.reshape(-1), weights.reshape(-1))
         grad.index_add_(0, pair_flat, -gp)
         return grad.view(ctx.shape), None, None, None, None, None, None

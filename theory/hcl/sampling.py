@@ -17,7 +17,9 @@ Two estimators of the per-pair negative average ``E_{n ~ q_i}[g(S[i, n])]``
   space (:func:`log_expected_exp`, :func:`expected_hinge`);
 * **sampled** (the authors' Monte Carlo): ``K`` indices drawn with replacement from ``q_i`` per
   pair (:func:`sample_negatives`) by Walker's alias method: one float64 uniform per draw, O(1)
-  work per draw, after an O(B log B) table per row (docs/hcl.md#sampled-estimator).
+  work per draw, after a table per row (on the CPU by the compiled kernels of
+  :mod:`theory.hcl._kernels`, elsewhere by tensor operations, bit for bit the same;
+  docs/hcl.md#sampled-estimator).
 """
 
 from __future__ import annotations
@@ -25,7 +27,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-import numpy as np
 import torch
 
 from theory.options import HARDENINGS
@@ -211,8 +212,9 @@ def alias_table(q: torch.Tensor) -> AliasTable:
     light's cumulative deficit interval; a heavy whose excess runs out before the last light it
     serves is finished becomes light itself, its own deficit filled by the next heavy. Both
     assignments are read off the two cumulative sums with one row-wise ``searchsorted`` (and the
-    heavies' leftovers with one scatter-add and a cumulative sum), so the construction costs
-    O(B log B) per row with no Python loop. Every bucket ``b`` then returns itself with probability
+    heavies' leftovers with one scatter-add and a cumulative sum): O(B log B) per row in tensor
+    operations (other devices), O(B) per row in the compiled CPU kernel, which searches with a
+    walking pointer and gives the same table bit for bit. Every bucket ``b`` then returns itself with probability
     ``prob[b]`` and its alias otherwise, and
     ``(prob[b] + sum_{b': alias(b') = b} (1 - prob[b'])) / B = q[b]`` up to float64 rounding
     (docs/hcl.md#sampled-estimator). Rounding leftovers at the end of a row go to the row's
@@ -228,51 +230,36 @@ def alias_table(q: torch.Tensor) -> AliasTable:
     return _alias_from_weights(q.detach().to(torch.float64) * q.shape[1])
 
 
-#: Rows per block of the CPU table construction: its ~20 work arrays (about 256 KiB each at
-#: B = 512) stay in cache, instead of (N, B) temporaries of a few MiB each.
-ALIAS_CHUNK_ROWS = 64
-
-
 def _alias_from_weights(w: torch.Tensor) -> AliasTable:
     """:func:`alias_table` from the scaled weights ``w = B q`` ``(N, B)`` float64.
 
-    On the CPU the rows are processed in blocks of :data:`ALIAS_CHUNK_ROWS` and the lights'
-    search runs row by row in numpy (whose ``searchsorted`` exploits sorted keys); elsewhere all
-    rows form one block with a batched ``torch.searchsorted``. Every block performs the same
-    float64 operations on its rows, so the table is bit for bit the same either way.
+    On the CPU one compiled pass per row (:func:`theory.hcl._kernels.alias_rows`); elsewhere the
+    torch construction :func:`_alias_block` on all rows at once. Both perform the same float64
+    operations in the same order, so the table is bit for bit the same either way.
     """
     N, B = w.shape
-    device = w.device
     index_dtype = torch.int32 if N * B < 2**31 else torch.long
-    if device.type != "cpu":
-        key, alias = _alias_block(w, 0, on_cpu=False)
+    if w.device.type != "cpu":
+        key, alias = _alias_block(w)
         return AliasTable(key.view(-1), alias.view(-1).to(index_dtype), B)
+    from theory.hcl import _kernels  # lazy: numba loads only where the CPU kernels run
+
     key = torch.empty(N, B, dtype=torch.float64)
     alias = torch.empty(N, B, dtype=index_dtype)
-    for r0 in range(0, N, ALIAS_CHUNK_ROWS):
-        r1 = min(N, r0 + ALIAS_CHUNK_ROWS)
-        _alias_block(w[r0:r1], r0, on_cpu=True, out=(key[r0:r1], alias[r0:r1]))
+    _kernels.alias_rows(w.detach().contiguous().numpy(), key.numpy(), alias.numpy())
     return AliasTable(key.view(-1), alias.view(-1), B)
 
 
-def _alias_block(
-    w: torch.Tensor,
-    row0: int,
-    *,
-    on_cpu: bool,
-    out: tuple[torch.Tensor, torch.Tensor] | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The alias table of the rows ``row0 .. row0 + n`` of the weights, ``w`` ``(n, B)`` float64.
+def _alias_block(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The alias tables of the rows of the weights ``w`` ``(N, B)`` float64, in torch (any device).
 
-    Returns (or writes into ``out``) ``key`` ``(n, B)`` float64 and the flat ``alias`` ``(n, B)``
-    (offset by the row ``row0 + i``).
+    Returns ``key`` ``(N, B)`` float64 and the flat ``alias`` ``(N, B)`` int64 (offset by the row).
 
     Lights: the alias is the first column whose cumulative excess exceeds the light's cumulative
-    deficit start (a search of a non-decreasing sequence, the fast case). Heavies: the alias is
-    the next heavy with a positive excess (a prefix count, no search), and a heavy keeps
-    ``1 - overshoot``, the deficits it serves beyond its own excess. A bucket with ``w = 1``
-    exactly keeps itself. Selections are exact 0/1 arithmetic (faster than ``torch.where`` on the
-    CPU); every value is finite for rows with mass. ``on_cpu``: search row by row in numpy.
+    deficit start (a row-wise ``searchsorted``). Heavies: the alias is the next heavy with a
+    positive excess (a prefix count, no search), and a heavy keeps ``1 - overshoot``, the deficits
+    it serves beyond its own excess. A bucket with ``w = 1`` exactly keeps itself. Selections are
+    exact 0/1 arithmetic; every value is finite for rows with mass.
     """
     n, B = w.shape
     device = w.device
@@ -281,14 +268,8 @@ def _alias_block(
     excess = torch.sub(w, 1.0).clamp_(min=0.0)
     positive = excess > 0
     E = excess.cumsum_(dim=1)  # cumulative excesses
-    start = torch.cumsum(d, dim=1).sub_(d)  # cumulative deficit before each column (non-decreasing)
-    if on_cpu:  # for lights: the heavy whose excess covers them
-        col = torch.empty(n, B, dtype=torch.long)
-        En, Sn, Cn = E.numpy(), start.numpy(), col.numpy()
-        for i in range(n):
-            Cn[i] = np.searchsorted(En[i], Sn[i], side="right")
-    else:
-        col = torch.searchsorted(E, start, right=True)
+    start = torch.cumsum(d, dim=1).sub_(d)  # cumulative deficit before each column
+    col = torch.searchsorted(E, start, right=True)  # for lights: the heavy whose excess covers them
     # For heavies: the next heavy with a positive excess (column of the (k+1)-th positive heavy).
     count = positive.cumsum(dim=1)
     slot = (count - (B + 1)).mul_(positive).add_(B)  # count - 1 for positive heavies, else B (unused)
@@ -305,20 +286,20 @@ def _alias_block(
     prob = kept.mul_(heavy & ~full).addcmul_(w, light).add_(full)
     fallback = torch.argmax(w, dim=1, keepdim=True)
     col.sub_(fallback).mul_(~beyond).add_(fallback)  # leftovers go to the row's largest column
-    rows = torch.arange(row0 * B, (row0 + n) * B, B, device=device)[:, None]
-    if out is None:
-        return prob.add_(torch.arange(B, dtype=w.dtype, device=device)), col.add_(rows)
-    key, alias = out
-    torch.add(prob, torch.arange(B, dtype=w.dtype, device=device), out=key)
-    alias.copy_(col.add_(rows))
-    return key, alias
+    rows = torch.arange(0, n * B, B, device=device)[:, None]
+    return prob.add_(torch.arange(B, dtype=w.dtype, device=device)), col.add_(rows)
 
 
-#: Pairs per chunk of the CPU draw: its work buffers (about 1 MiB each at K = 256) stay in cache
-#: and are reused, instead of a few ``(P, K)`` temporaries (page faults dominate otherwise).
+#: Pairs per chunk of the CPU draw: its uniform buffer (1 MiB at K = 256) stays in cache and is
+#: reused, instead of a ``(P, K)`` float64 block (page faults dominate otherwise).
 DRAW_CHUNK_PAIRS = 512
 
 UniformFill = Callable[[torch.Tensor, int, int], None]
+
+
+def _on_kernel(device: torch.device, values: torch.Tensor | None) -> bool:
+    """Whether the draws run in the compiled CPU kernel (a CPU device, float32 / float64 values)."""
+    return device.type == "cpu" and (values is None or values.dtype in (torch.float32, torch.float64))
 
 
 def _uniform_fill(generator: torch.Generator | None, device: torch.device) -> UniformFill:
@@ -350,35 +331,43 @@ def _draw_pairs(
     If ``values`` (a flat tensor) is given, ``values[idx]`` is gathered in the same pass.
 
     Per draw: bucket ``b = floor(u B)``, then ``b`` itself if ``u B < b + prob[b]`` (the fraction
-    below ``prob[b]``), else its alias: a handful of passes, no search. The indices are int32 when
-    ``N B < 2^31`` (half the memory traffic of int64; ``index_select`` and ``index_add_`` take
-    them), else int64. On the CPU the pairs are processed in chunks of :data:`DRAW_CHUNK_PAIRS`
-    with reused work buffers.
+    below ``prob[b]``), else its alias: no search. The indices are int32 when ``N B < 2^31`` (half
+    the memory traffic of int64; ``index_select`` and ``index_add_`` take them), else int64. On the
+    CPU the pairs are processed in chunks of :data:`DRAW_CHUNK_PAIRS` (one reused uniform buffer)
+    by the compiled :func:`theory.hcl._kernels.alias_draws`; elsewhere by a handful of tensor
+    passes over all pairs. Both give the same indices and values bit for bit.
     """
     P, K, B = rows.shape[0], num_negatives, table.num_columns
     device = rows.device
     index_dtype = table.alias.dtype
-    alias_table_ = table.alias
     idx = torch.empty(P, K, dtype=index_dtype, device=device)
     out = None if values is None else torch.empty(P, K, dtype=values.dtype, device=device)
-    step = max(1, min(P, DRAW_CHUNK_PAIRS if device.type == "cpu" else P))
-    u_buf = torch.empty(step, K, dtype=torch.float64, device=device)
-    key_buf = torch.empty(step, K, dtype=torch.float64, device=device)
-    keep_buf = torch.empty(step, K, dtype=torch.bool, device=device)
     offsets = (rows * B).to(index_dtype)
-    for c0 in range(0, P, step):
-        c1 = min(P, c0 + step)
-        u, key, keep, flat = u_buf[: c1 - c0], key_buf[: c1 - c0], keep_buf[: c1 - c0], idx[c0:c1]
-        fill(u, c0, c1)
-        v = u.mul_(B)  # bucket + fraction (44 bits of fraction at B = 512)
-        flat.copy_(v).add_(offsets[c0:c1, None])  # floor (v >= 0)
-        torch.index_select(table.key, 0, flat.view(-1), out=key.view(-1))
-        torch.lt(v, key, out=keep)
-        alias = u.view(-1).view(index_dtype)[: flat.numel()].view(flat.shape)  # reuses the buffer of u
-        torch.index_select(alias_table_, 0, flat.view(-1), out=alias.view(-1))
-        flat.sub_(alias).mul_(keep).add_(alias)  # exact integer select: b if keep else alias
-        if out is not None and values is not None:
-            torch.index_select(values, 0, flat.view(-1), out=out[c0:c1].view(-1))
+    if _on_kernel(device, values):
+        from theory.hcl import _kernels  # lazy: numba loads only where the CPU kernels run
+
+        step = max(1, min(P, DRAW_CHUNK_PAIRS))
+        u_buf = torch.empty(step, K, dtype=torch.float64)
+        spare = torch.empty(step, K, dtype=torch.float64) if out is None else None  # gathers a dummy
+        key_np, alias_np = table.key.numpy(), table.alias.numpy()
+        src = key_np if values is None else values.detach().contiguous().numpy()
+        for c0 in range(0, P, step):
+            c1 = min(P, c0 + step)
+            u = u_buf[: c1 - c0]
+            fill(u, c0, c1)
+            dst = spare[: c1 - c0] if spare is not None else out[c0:c1]  # type: ignore[index]
+            _kernels.alias_draws(u.numpy(), offsets[c0:c1].numpy(), key_np, alias_np, B, src,
+                                 idx[c0:c1].numpy(), dst.numpy())  # fmt: skip
+        return idx, out
+    u = torch.empty(P, K, dtype=torch.float64, device=device)
+    fill(u, 0, P)
+    v = u.mul_(B)  # bucket + fraction (44 bits of fraction at B = 512)
+    idx.copy_(v).add_(offsets[:, None])  # floor (v >= 0)
+    keep = torch.lt(v, table.key.index_select(0, idx.view(-1)).view(P, K))
+    alias = table.alias.index_select(0, idx.view(-1)).view(P, K)
+    idx.sub_(alias).mul_(keep).add_(alias)  # exact integer select: b if keep else alias
+    if out is not None and values is not None:
+        torch.index_select(values, 0, idx.view(-1), out=out.view(-1))
     return idx, out
 
 

@@ -230,25 +230,86 @@ def test_alias_table_with_unit_weights_next_to_an_overshooting_heavy():
         assert prob[0, 2] == 1.0
 
 
+def _laws(law, g, N, B):
+    logits = torch.cat([LAWS[law](g, B) for _ in range(N // 5)])
+    keep = torch.rand(N, B, generator=g) < 0.6
+    keep[:, 0] = True
+    return logits, keep
+
+
 @pytest.mark.parametrize("law", list(LAWS))
-@pytest.mark.parametrize("rows_per_block", [1, 7, 64])
-def test_blocked_cpu_alias_table_equals_the_one_block_table(law, rows_per_block, monkeypatch):
-    """The CPU construction (row blocks, numpy row search) gives
-    bit for bit the table of one block with torch.searchsorted (the path of other devices)."""
+def test_compiled_cpu_alias_table_equals_the_torch_table(law):
+    """The CPU kernel (theory.hcl._kernels.alias_rows: one pass per row, a walking pointer instead
+    of searchsorted) gives bit for bit the torch construction that other devices run."""
     import theory.hcl.sampling as sampling
 
-    g = torch.Generator().manual_seed(len(law) + rows_per_block)
-    for B in (1, 3, 64, 512):
-        N = 70
-        logits = torch.cat([LAWS[law](g, B) for _ in range(N // 5)])
-        keep = torch.rand(N, B, generator=g) < 0.6
-        keep[:, 0] = True
+    g = torch.Generator().manual_seed(len(law))
+    for B in (1, 2, 3, 64, 512):
+        logits, keep = _laws(law, g, 70, B)
         for masked in (False, True):
             q = torch.softmax(logits.masked_fill(~keep, float("-inf")) if masked else logits, dim=1)
-            w = q * B
-            monkeypatch.setattr(sampling, "ALIAS_CHUNK_ROWS", rows_per_block)
-            t = sampling._alias_from_weights(w)
-            key, alias = sampling._alias_block(w, 0, on_cpu=False)
-            assert torch.equal(t.key, key.view(-1))
-            assert t.alias.dtype == torch.int32
-            assert torch.equal(t.alias.long(), alias.view(-1))
+            for w in (q * B, (q * B).to(torch.float32).to(torch.float64)):  # also weights exactly 1
+                t = sampling._alias_from_weights(w)
+                key, alias = sampling._alias_block(w)
+                assert torch.equal(t.key, key.view(-1))
+                assert t.alias.dtype == torch.int32
+                assert torch.equal(t.alias.long(), alias.view(-1))
+
+
+def _python_draws(key, alias, rows, u, B, values):
+    """The alias draw, one Python step per draw (the definition in docs/hcl.md#sampled-estimator)."""
+    P, K = u.shape
+    idx = [[0] * K for _ in range(P)]
+    for p in range(P):
+        for k in range(K):
+            v = float(u[p, k]) * B
+            f = int(rows[p]) * B + math.floor(v)
+            idx[p][k] = f if v < float(key[f]) else int(alias[f])
+    idx_t = torch.tensor(idx, dtype=torch.long)
+    return idx_t, values[idx_t]
+
+
+@pytest.mark.parametrize("law", list(LAWS))
+@pytest.mark.parametrize("values_dtype", [torch.float32, torch.float64])
+def test_compiled_and_torch_draws_equal_a_python_loop(law, values_dtype, monkeypatch):
+    """The CPU draw kernel (chunks of pairs, one reused uniform buffer) and the tensor passes of
+    other devices (run here on the CPU) give the indices and gathered values of a plain loop."""
+    import theory.hcl.sampling as sampling
+
+    g = torch.Generator().manual_seed(3 + len(law))
+    N, K = 10, 13
+    for B in (1, 5, 64):
+        logits, keep = _laws(law, g, N, B)
+        q = torch.softmax(logits.masked_fill(~keep, float("-inf")), dim=1)
+        table = sampling._alias_from_weights(q * B)
+        rows = torch.randint(0, N, (23,), generator=g)
+        u = torch.rand(23, K, generator=g, dtype=torch.float64)
+        if B == 64:  # uniforms on the bucket boundaries: u B == key exactly (B a power of 2) -> the alias
+            flat = rows[:, None] * B + torch.randint(0, B, (23, K), generator=g)
+            edge = table.key.index_select(0, flat.view(-1)).view(23, K) / B
+            u = torch.where((edge < 1) & (torch.rand(23, K, generator=g) < 0.5), edge, u)
+        values = torch.randn(N * B, generator=g, dtype=values_dtype)
+        want_idx, want_val = _python_draws(table.key, table.alias, rows, u, B, values)
+        for step in (1, 4, 512):  # chunks of pairs: the fill is called per chunk
+            monkeypatch.setattr(sampling, "DRAW_CHUNK_PAIRS", step)
+            idx, got = sampling._draw_pairs(table, rows, K, sampling._given_uniforms(u), values)
+            assert torch.equal(idx.long(), want_idx) and torch.equal(got, want_val)
+        on_device = sampling._draw_pairs  # the tensor path: force it through a non-CPU-looking branch
+        monkeypatch.setattr(sampling, "_on_kernel", lambda device, values: False)
+        idx, got = on_device(table, rows, K, sampling._given_uniforms(u), values)
+        assert torch.equal(idx.long(), want_idx) and torch.equal(got, want_val)
+        monkeypatch.undo()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_compiled_scatter_equals_index_add(dtype):
+    """The backward's scatter kernel adds in index_add_'s order: equal bit for bit, repeats included."""
+    from theory.hcl import _kernels
+
+    g = torch.Generator().manual_seed(0)
+    idx = torch.randint(0, 50, (4000,), generator=g, dtype=torch.int32)
+    w = torch.randn(4000, generator=g, dtype=dtype) * torch.logspace(-8, 8, 4000, dtype=dtype)
+    want = torch.zeros(50, dtype=dtype).index_add_(0, idx, w)
+    got = torch.zeros(50, dtype=dtype)
+    _kernels.scatter_add(got.numpy(), idx.numpy(), w.numpy())
+    assert torch.equal(got, want)
