@@ -54,6 +54,7 @@ def alias_rows(w: np.ndarray, key: np.ndarray, alias: np.ndarray) -> None:  # pr
         e = 0.0
         c = 0.0
         top = 0
+        best = wi[0]
         npos = 0
         for b in range(B):  # running sums; the columns of the heavies with a positive excess
             x = wi[b]
@@ -63,7 +64,9 @@ def alias_rows(w: np.ndarray, key: np.ndarray, alias: np.ndarray) -> None:  # pr
             E[b] = e
             start[b] = c - d
             acc[b] = 0.0
-            top = b if x > wi[top] else top
+            bigger = x > best  # the first largest column (NaN never compares larger)
+            top = b if bigger else top
+            best = x if bigger else best
             nxt[npos] = b
             npos += int(x - 1.0 > 0.0)
         for k in range(npos, B + 1):
