@@ -294,9 +294,8 @@ def test_compiled_and_torch_draws_equal_a_python_loop(law, values_dtype, monkeyp
             monkeypatch.setattr(sampling, "DRAW_CHUNK_PAIRS", step)
             idx, got = sampling._draw_pairs(table, rows, K, sampling._given_uniforms(u), values)
             assert torch.equal(idx.long(), want_idx) and torch.equal(got, want_val)
-        on_device = sampling._draw_pairs  # the tensor path: force it through a non-CPU-looking branch
-        monkeypatch.setattr(sampling, "_on_kernel", lambda device, values: False)
-        idx, got = on_device(table, rows, K, sampling._given_uniforms(u), values)
+        monkeypatch.setattr(sampling, "_on_kernel", lambda device, values: False)  # the tensor passes
+        idx, got = sampling._draw_pairs(table, rows, K, sampling._given_uniforms(u), values)
         assert torch.equal(idx.long(), want_idx) and torch.equal(got, want_val)
         monkeypatch.undo()
 
