@@ -36,7 +36,9 @@ def alias_rows(w: np.ndarray, key: np.ndarray, alias: np.ndarray) -> None:  # pr
     flat index). Per row, the float64 steps of ``theory.hcl.sampling._alias_block``: deficits
     ``d = max(1 - w, 0)`` and excesses ``max(w - 1, 0)``, their running sums ``E`` (the cumulative
     excess) and ``start = cumsum(d) - d``; a light's alias is the first column with ``E > start``
-    (``searchsorted(..., right=True)``, here by a pointer that walks both ways), a heavy's the next
+    (``searchsorted(..., right=True)``; here a pointer walks the list of the heavies with a
+    positive excess, the only columns where ``E`` grows, so the first such heavy with
+    ``E > start`` is that column, found in fewer and more predictable steps), a heavy's the next
     heavy with a positive excess; a heavy keeps ``1 - max(0, (deficits of the lights up to its
     column) - E)``, the whole bucket if it has no positive excess or no heavy after it; aliases past
     the end go to the row's first largest column.
@@ -49,6 +51,7 @@ def alias_rows(w: np.ndarray, key: np.ndarray, alias: np.ndarray) -> None:  # pr
     kk = np.empty(B)
     col = np.empty(B, np.int64)
     nxt = np.empty(B + 1, np.int64)
+    EH = np.empty(B + 1)  # E at the heavies with a positive excess, then +inf
     for i in range(n):
         wi[:] = w[i]
         e = 0.0
@@ -68,20 +71,22 @@ def alias_rows(w: np.ndarray, key: np.ndarray, alias: np.ndarray) -> None:  # pr
             top = b if bigger else top
             best = x if bigger else best
             nxt[npos] = b
+            EH[npos] = e
             npos += int(x - 1.0 > 0.0)
         for k in range(npos, B + 1):
             nxt[k] = B
-        j = 0  # the number of E <= start[b] (E is non-decreasing, start nearly so)
+        EH[npos] = np.inf
+        h = 0  # the number of positive heavies with E <= start[b] (start is nearly non-decreasing)
         count = 0
         for b in range(B):
             x = wi[b]
             count += int(x - 1.0 > 0.0)
             s = start[b]
-            while j > 0 and E[j - 1] > s:
-                j -= 1
-            while j < B and E[j] <= s:
-                j += 1
-            cb = j if x < 1.0 else nxt[count]
+            while h > 0 and EH[h - 1] > s:
+                h -= 1
+            while EH[h] <= s:
+                h += 1
+            cb = nxt[h] if x < 1.0 else nxt[count]
             col[b] = cb
             acc[min(cb, B - 1)] += max(1.0 - x, 0.0)
         run = 0.0
