@@ -15,6 +15,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -133,6 +134,13 @@ def wait_for(predicate, timeout: float = 60.0, step: float = 0.02) -> bool:
 NEVER_SETTLES = dict(
     settle_window=4, settle_etf=1e-12, settle_wcv=1e-12, settle_erank=1e-12, settle_gap=1e-12
 )
+
+
+def never_settling_free_run(**fields: Any) -> RunConfig:
+    """A small HSCL (beta 2) run of free features on the unit ball under :data:`NEVER_SETTLES`,
+    with ``fields`` replaced (the base of the extension tests)."""
+    base = RunConfig(method="HSCL", beta=2.0, encoder="free", lr=0.05, normalization="ball", **NEVER_SETTLES)
+    return base.replace(**fields)
 
 
 @contextlib.contextmanager

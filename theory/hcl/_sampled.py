@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from theory.hcl._expectation import _pair_grad, _weighted_sum
+from theory.hcl.sampling import _on_kernel
 
 __all__: list[str] = []
 
@@ -70,7 +71,7 @@ class _SampledPsi(torch.autograd.Function):
         gp = _pair_grad(grad_out, ctx.red) * sig / ctx.tau
         weights = e.mul_((gp / total)[:, None])  # in place: the saved values are used once
         grad = torch.zeros(ctx.shape[0] * ctx.shape[1], dtype=e.dtype, device=e.device)
-        if grad.device.type == "cpu" and grad.dtype in (torch.float32, torch.float64):
+        if _on_kernel(grad.device, grad):
             from theory.hcl import _kernels  # lazy: numba loads only where the CPU kernels run
 
             # index_add_'s sequential sum, in the same order (bit for bit), at a third of its time

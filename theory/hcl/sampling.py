@@ -298,7 +298,10 @@ UniformFill = Callable[[torch.Tensor, int, int], None]
 
 
 def _on_kernel(device: torch.device, values: torch.Tensor | None) -> bool:
-    """Whether the draws run in the compiled CPU kernel (a CPU device, float32 / float64 values)."""
+    """Whether the compiled CPU kernels run: a CPU device and float32 / float64 values.
+
+    The draws here and the backward's scatter in :mod:`theory.hcl._sampled` ask it.
+    """
     return device.type == "cpu" and (values is None or values.dtype in (torch.float32, torch.float64))
 
 

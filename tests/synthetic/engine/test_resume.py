@@ -26,7 +26,7 @@ from synthetic.engine.resume import (
     state_to_blob,
 )
 from synthetic.engine.train import train_extend, train_extend_stack
-from tests.synthetic.fakes import NEVER_SETTLES as NEVER
+from tests.synthetic.fakes import never_settling_free_run
 
 #: A rule that holds as soon as the window is full.
 AT_ONCE = dict(
@@ -67,19 +67,7 @@ def _extend_equals_straight(short: RunConfig, long: RunConfig, n: int = 1):
     return resumes, extended
 
 
-FREE = RunConfig(
-    method="HSCL",
-    beta=2.0,
-    encoder="free",
-    num_classes=4,
-    n_per_class=20,
-    batch_size=16,
-    lr=0.05,
-    epochs=12,
-    eval_every=4,
-    normalization="ball",
-    **NEVER,
-)
+FREE = never_settling_free_run(num_classes=4, n_per_class=20, batch_size=16, epochs=12, eval_every=4)
 
 
 def test_a_run_extended_at_the_end_of_an_epoch_equals_the_longer_run():

@@ -16,23 +16,12 @@ from synthetic.engine.config import RunConfig
 from synthetic.engine.resume import lineage_key
 from synthetic.sweep import run as sw
 from synthetic.sweep.extend import STATES_SUBDIR, find_resumes, split_tasks, state_path
-from tests.synthetic.fakes import NEVER_SETTLES as NEVER
+from tests.synthetic.fakes import never_settling_free_run
 
 
 def _grid(epochs: int, max_steps: int = 0) -> list[RunConfig]:
-    base = RunConfig(
-        method="HSCL",
-        beta=2.0,
-        encoder="free",
-        num_classes=3,
-        n_per_class=10,
-        batch_size=10,
-        lr=0.05,
-        epochs=epochs,
-        max_steps=max_steps,
-        eval_every=2,
-        normalization="ball",
-        **NEVER,
+    base = never_settling_free_run(
+        num_classes=3, n_per_class=10, batch_size=10, epochs=epochs, max_steps=max_steps, eval_every=2
     )
     return [base.replace(seed=s, beta=b) for s in (0, 1) for b in (1.0, 2.0)]
 
