@@ -39,7 +39,7 @@ import torch
 from tests.reference import loop_loss
 from theory.geometry import normalize
 from theory.hcl import alias_table, contrastive_loss, positive_pairs, tilted_log_weights
-from theory.hcl.sampling import _draw_pairs, _uniform_fill
+from theory.hcl.sampling import _draw_stream, draw_seed, stream_uniforms
 
 #: name -> (target ratio, description); "le": time / floor <= target, "ge": baseline / time >= target.
 TARGETS = {
@@ -142,13 +142,17 @@ def time_samplers(B: int, d: int, C: int, K: int, beta: float, repeats: int) -> 
         return torch.searchsorted((cdf + offsets[:, None]).reshape(-1), u, right=True)
 
     counts = torch.full((P, B), float(K), dtype=torch.float64)
+    first = torch.arange(P) * K
     probs = q[rows]
     fns: dict[str, Callable[[], object]] = {
-        "alias method (table + draws, in use)": lambda: _draw_pairs(
-            alias_table(q), rows, K, _uniform_fill(gen, z.device), S.float().reshape(-1)
+        "alias method + counter stream (table + draws, in use)": lambda: _draw_stream(
+            alias_table(q), rows, draw_seed(gen).expand(P), first, K
         ),
         "  of which the alias tables": lambda: alias_table(q),
-        "  of which the float64 uniforms": lambda: torch.rand(P, K, generator=gen, dtype=torch.float64),
+        "counter-stream uniforms in torch (other devices)": lambda: stream_uniforms(draw_seed(gen), first, K),
+        "torch.rand float64 uniforms (the previous source)": lambda: torch.rand(
+            P, K, generator=gen, dtype=torch.float64
+        ),
         "inverse CDF, flat searchsorted (previous)": inverse_cdf,
         "torch.multinomial on q[rows]": lambda: torch.multinomial(probs, K, replacement=True, generator=gen),
         "sorted uniforms + one sorted searchsorted": sorted_uniforms,

@@ -8,6 +8,8 @@
   average over the K draws inside the log, and sum. Direct formulas (``exp``, ``log``), no
   log-sum-exp shifts, no fused gradient, no alias tables: independent of the code under test.
   :mod:`benchmarks.bench_losses` times the same function as the authors' loop structure.
+* :func:`splitmix64_uniforms`: the sampled estimator's uniform stream, by iterating SplitMix64's
+  state as published (the code under test computes each uniform from its counter).
 """
 
 from __future__ import annotations
@@ -132,3 +134,25 @@ def loop_loss(
     if reduction == "anchor_mean":
         return torch.stack(per_anchor).mean()
     return values.sum() / values.numel()
+
+
+def splitmix64_uniforms(seed: int, first: int, num: int) -> list[float]:
+    """Uniforms ``first .. first + num - 1`` of SplitMix64 seeded with ``seed``, one step at a time.
+
+    The generator as published (Vigna's splitmix64.c): ``state += 0x9E3779B97F4A7C15``, then the
+    output ``z = state; z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9; z = (z ^ (z >> 27)) *
+    0x94D049BB133111EB; z ^ (z >> 31)`` (64-bit wrapping, here Python integers modulo 2^64), as a
+    uniform ``(z >> 11) / 2^53``. Iterates the state from the seed (not by counter arithmetic).
+    """
+    mask = (1 << 64) - 1
+    state = seed & mask
+    out = []
+    for n in range(first + num):
+        state = (state + 0x9E3779B97F4A7C15) & mask
+        z = state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+        z ^= z >> 31
+        if n >= first:
+            out.append((z >> 11) / 2.0**53)
+    return out

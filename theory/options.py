@@ -202,3 +202,10 @@ HCL_METHODS: tuple[str, ...] = tuple(m for m, spec in METHODS.items() if spec.se
 
 #: The two-view (anchor, positive) losses of the WeiNCE paper.
 TWO_VIEW_METHODS: tuple[str, ...] = tuple(m for m, spec in METHODS.items() if spec.setting is None)
+
+#: The sampled estimator's randomness contract (docs/hcl.md#sampled-estimator): one seed per call
+#: (per run) from the generator, every uniform from the counter-based SplitMix64 stream of that
+#: seed (theory.hcl.sampling.stream_uniforms). Stored sampled runs carry it in their identity, so
+#: runs drawn under another contract (before December 2026: ``torch.rand((P, K))`` from the
+#: generator) are never reused or extended.
+SAMPLED_DRAWS = "splitmix64-stream"

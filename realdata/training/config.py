@@ -57,6 +57,7 @@ from theory.options import (
     NUM_NEGATIVES,
     PRECISIONS,
     RECIPES,
+    SAMPLED_DRAWS,
     STEMS,
     TWO_VIEW_METHODS,
     VIEWS,
@@ -351,6 +352,8 @@ class TrainConfig:
             out["num_negatives"] = None
         elif out["estimator"] == "expectation":
             out["num_negatives"] = None
+        else:  # sampled: the randomness contract, so no run drawn under another one matches
+            out["draws"] = SAMPLED_DRAWS
         if self.method != "WeiNCE":
             out["recipe"] = None
         if out["views"] == "label":

@@ -40,10 +40,10 @@ rejects ``anchors`` there).
 Rules for the global statistics (what the theory functions do with ``anchors``):
 
 * the **sampled estimator** draws from a generator shared by all ranks (same seed, same state):
-  every rank draws the uniforms of **all** ``P`` global (anchor, positive) pairs, ``rand(P, K)`` in
-  float64 in the order of the pairs (anchors ascending, positives ascending), and its own pairs use
-  their rows, so the draws equal those of one process on the concatenated batch and the shared
-  generator stays in step on every rank;
+  every rank takes the same one stream seed from it per step, and its own pairs draw from the
+  stream counters of their places among **all** ``P`` global (anchor, positive) pairs (anchors
+  ascending, positives ascending), so the draws equal those of one process on the concatenated
+  batch and the shared generator stays in step on every rank;
 * WeiNCE's pivot ``rho0`` (a quantile of ``rho`` over all ``2N`` anchors, the ``n_eff < 2``
   lower-median rule included) is computed from the ``rho`` of every rank, gathered with
   ``gather=world.gather_nograd``; ``k_tail`` and the tail fits use all ``2N - 2`` negatives of

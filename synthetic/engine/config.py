@@ -41,6 +41,7 @@ from theory.options import (
     NUM_NEGATIVES,
     POSITIVES,
     PSI_FORMS,
+    SAMPLED_DRAWS,
     SETTLE_LOSSES,
     TWO_VIEW_METHODS,
 )
@@ -455,6 +456,10 @@ class RunConfig:
                 out["num_negatives"] = None
             if self.psi != "triplet":
                 out["margin"] = None
+            if self.estimator == "sampled":
+                out["draws"] = (
+                    SAMPLED_DRAWS  # the randomness contract: no run drawn under another one matches
+                )
         if self.encoder != "mlp":
             out["hidden"] = None
             out["depth"] = None

@@ -18,7 +18,7 @@ from theory.collapse import ClassStatsAccumulator, class_counts, class_stats, me
 from theory.geometry import etf_gram, simplex_etf
 from theory.hcl import contrastive_loss, sample_negatives
 from theory.hcl.convex import etf_gram_np
-from theory.hcl.sampling import draw_uniforms
+from theory.hcl.sampling import stream_uniforms
 from theory.validation import check_size, integer, memory_limit, real
 from theory.weince import link_select
 
@@ -347,7 +347,7 @@ HUGE = {
         "num_negatives",
         lambda: sample_negatives(torch.zeros(3, 4), torch.zeros(2, dtype=torch.long), 10**9),
     ),
-    "draw_uniforms": ("num_negatives", lambda: draw_uniforms(4, 10**9, None, torch.device("cpu"))),
+    "stream_uniforms": ("num", lambda: stream_uniforms(0, torch.arange(4), 10**9)),
     "class_stats": ("num_classes", lambda: class_stats(_Z, _LABELS, num_classes=10**9)),
     "class_counts": ("num_classes", lambda: class_counts(_LABELS, num_classes=10**10)),
     "ncm_accuracy": ("num_classes", lambda: ncm_accuracy(_Z, _LABELS, _Z, _LABELS, num_classes=10**9)),

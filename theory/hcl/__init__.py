@@ -61,11 +61,12 @@ from theory.hcl.psi import Psi, apply_psi, make_psi, random_psi
 from theory.hcl.sampling import (
     AliasTable,
     alias_table,
-    draw_uniforms,
+    draw_seed,
     expected_hinge,
     hardening,
     log_expected_exp,
     sample_negatives,
+    stream_uniforms,
     tilted_log_weights,
 )
 
@@ -123,7 +124,8 @@ __all__ = [
     "sample_negatives",
     "AliasTable",
     "alias_table",
-    "draw_uniforms",
+    "draw_seed",
+    "stream_uniforms",
     # closed forms
     "etf_negative_gap",
     "collision_probability",

@@ -11,7 +11,6 @@ Everything here takes validated inputs (the checks are in :mod:`theory.hcl.losse
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, NamedTuple
@@ -20,16 +19,14 @@ import torch
 import torch.nn.functional as F
 
 from theory.hcl._expectation import _ExpectedPsi, _weighted_sum
-from theory.hcl._sampled import _SampledPsi
+from theory.hcl._sampled import _give, _SampledPsi, _SampledStream, _StreamDraws, _take
 from theory.hcl.psi import _apply_psi
 from theory.hcl.sampling import (
-    UniformFill,
     _alias_from_weights,
-    _draw_pairs,
-    _given_uniforms,
+    _draw_stream,
+    _on_kernel,
     _tilted_log_weights,
-    _uniform_fill,
-    draw_uniforms,
+    draw_seed,
     expected_hinge,
 )
 from theory.validation import check_size
@@ -56,7 +53,6 @@ class _Selection(NamedTuple):
 
     anchors: torch.Tensor  # (b,) sorted, unique rows of the batch
     pairs: torch.Tensor  # (p,) indices of the selected anchors' pairs in the pair order of the batch
-    num_pairs: int  # P, the pair count of the whole batch
 
 
 def _per_pair(
@@ -77,7 +73,11 @@ def _per_pair(
 
     The fused estimators apply the reduction inside their autograd Function (one node). With a
     ``selection`` every argument describes the selected anchors' rows and pairs only (see the
-    module docstring); the sampled estimator still draws the uniforms of all ``P`` pairs.
+    module docstring); the sampled estimator's selected pairs keep the stream counters of their
+    place among all ``P`` pairs of the batch (:func:`_streams`), so they draw what the full call draws.
+    On the CPU the sampled mean / sum forms run the compiled kernels without a ``(P, K)`` float
+    tensor (:class:`theory.hcl._sampled._SampledStream`); elsewhere, and for the triplet form, the
+    draws are materialised (:class:`theory.hcl._sampled._SampledPsi`).
     """
     R, B, _ = z3.shape
     N = R * B if selection is None else selection.anchors.shape[0]
@@ -111,88 +111,97 @@ def _per_pair(
         x = (M.view(-1).index_select(0, rows) - s_pos) / tau + lse.index_select(0, rows) + shift
         return _reduce(F.softplus(x), red)
     K = opts.num_negatives
-    P, P_all = rows.shape[0], rows.shape[0] if selection is None else selection.num_pairs
+    P = rows.shape[0]
+    fused = psi != "triplet" and _on_kernel(z3.device, S)
     check_size(
         "num_negatives",
         K,
-        K * (8 * P_all + P * (8 + 2 * z3.element_size())),
-        what=f"{P} pairs x {K} draws: float64 uniforms, indices, values and their gradient",
+        K * (16 + 4 * P) if fused else K * P * (24 + 2 * z3.element_size()),
+        what=f"{P} pairs x {K} draws: the drawn columns" if fused
+        else f"{P} pairs x {K} draws: float64 uniforms, indices, values and their gradient",
         device=z3.device,
-    )
-    if selection is None:
-        fill = _uniforms(K, generator, npos, R, B, z3.device)
-    else:
-        fill = _selected_uniforms(K, generator, selection, z3.device)
+    )  # fmt: skip
+    seeds, first = _streams(K, generator, rows, npos, R, B, z3.device, selection)
     with torch.no_grad():
         # The tilted law in float64: B softmax(beta (S - M)) over the allowed columns (M the row's
         # largest allowed similarity, so beta (S - M) <= 0 cannot overflow to +inf at any finite
         # beta), the weights of the tables.
-        logits = S.detach().to(torch.float64, copy=True)
+        if fused:  # on the memory of a finished step's block (no page faults)
+            logits = _take(N * B, torch.float64).view(N, B).copy_(S.detach())
+        else:
+            logits = S.detach().to(torch.float64, copy=True)
         if blocked is not None:
             logits.view(-1).index_fill_(0, blocked, float("-inf"))
         M = logits.amax(dim=1, keepdim=True)
-        logits.sub_(torch.where(torch.isfinite(M), M, torch.zeros_like(M)))
+        M = torch.where(torch.isfinite(M), M, torch.zeros_like(M))
+        logits.sub_(M)
+        # exp((S - M) / tau): every allowed term <= 1, the excluded ones 0 (the fused path's sums)
+        erow = None
+        if fused:
+            erow = _take(N * B, torch.float64).view(N, B)
+            if tau == 1.0:
+                torch.exp(logits, out=erow)
+            else:
+                torch.mul(logits, 1.0 / tau, out=erow).exp_()
         logits.mul_(beta_w if isinstance(beta_w, float) else beta_w[:, None])
         if blocked is not None:  # -inf * 0 = NaN where beta = 0: the excluded columns again
             logits.view(-1).index_fill_(0, blocked, float("-inf"))
-        w = torch.softmax(logits, dim=1).mul_(B)
-        idx, drawn = _draw_pairs(_alias_from_weights(w), rows, K, fill, S.detach().reshape(-1))
+        # B softmax: the largest allowed logit is 0, so exp cannot overflow and the row sum is >= 1
+        w = logits.exp_()
+        table = _alias_from_weights(w.mul_(w.sum(dim=1, keepdim=True).reciprocal_().mul_(B)), in_place=fused)
+        del w
+        if not fused:
+            idx = _draw_stream(table, rows, seeds, first, K)
+    offset = -math.log(K) if psi == "mean" else 0.0
+    if fused:
+        draws = _StreamDraws(table, rows, seeds, first, K)
+        fast: torch.Tensor = _SampledStream.apply(S, draws, erow, M.view(-1), pair_flat, tau, offset, red)
+        del draws, table
+        _give(logits)  # the table's keys, written over the weights: used by the forward only
+        return fast
     if psi != "triplet":
-        offset = -math.log(K) if psi == "mean" else 0.0
+        drawn = S.detach().reshape(-1).index_select(0, idx.view(-1)).view(idx.shape)
         values: torch.Tensor = _SampledPsi.apply(S, drawn, idx, pair_flat, tau, offset, red)
         return values
     t = S.reshape(-1).index_select(0, idx.view(-1)).view(idx.shape) - s_pos[:, None]  # no (P, K, d) tensor
     return _reduce(_apply_psi(t, psi, tau, opts.margin), red)
 
 
-def _uniforms(
-    K: int, generator: Generators, npos: torch.Tensor, R: int, B: int, device: torch.device
-) -> UniformFill:
-    """The source of the sampled estimator's ``(P, K)`` float64 uniforms, in pair order."""
+def _streams(
+    K: int,
+    generator: Generators,
+    rows: torch.Tensor,
+    npos: torch.Tensor,
+    R: int,
+    B: int,
+    device: torch.device,
+    selection: _Selection | None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The stream seed and first counter of every pair ``(P,)`` int64 (docs/hcl.md#sampled-estimator).
+
+    One generator (or torch's default): one seed, pair ``p`` of the batch's pair order uses the
+    uniforms ``p K .. p K + K - 1``. A sequence of ``R`` generators: one seed per run, the pairs
+    of run ``r`` counted from 0 within the run (run ``r`` equals the separate call with
+    ``generator[r]``; this reads the per-run pair counts on the host). With a selection the
+    selected pairs keep the counters of their place in the whole batch.
+    """
+    P = rows.shape[0]
     if generator is None or isinstance(generator, torch.Generator):
-        return _uniform_fill(generator, device)
+        seeds = draw_seed(generator, device).repeat(P)
+        place = torch.arange(P, device=device) if selection is None else selection.pairs
+        return seeds, place * K
     gens = list(generator)
     if len(gens) != R or not all(isinstance(g, torch.Generator) for g in gens):
         raise ValueError(
             f"generator must be a torch.Generator or a sequence of R = {R} of them, got {generator!r}"
         )
-    counts = [int(c) for c in npos.view(R, B).sum(dim=1).tolist()]
-    if device.type != "cpu" or any(g.device.type != "cpu" for g in gens):
-        u = torch.cat([draw_uniforms(c, K, g, device) for c, g in zip(counts, gens, strict=True)])
-        return _given_uniforms(u)
-    for c in counts:  # the size check of draw_uniforms, without the (P, K) block
-        check_size("num_negatives", K, 8 * c * K, what=f"{c} pairs x {K} float64 uniforms", device=device)
-    ends = list(itertools.accumulate(counts))
-
-    def fill(buf: torch.Tensor, c0: int, c1: int) -> None:
-        # Rows c0..c1 of the pair order, run by run from each run's generator: consecutive fills
-        # of a CPU generator give the numbers of one torch.rand((P_r, K)) (no (P, K) block).
-        for r, end in enumerate(ends):
-            lo, hi = max(c0, end - counts[r]), min(c1, end)
-            if lo < hi:
-                buf[lo - c0 : hi - c0].uniform_(generator=gens[r])
-
-    return fill
-
-
-def _selected_uniforms(
-    K: int, generator: Generators, selection: _Selection, device: torch.device
-) -> UniformFill:
-    """The rows of the selected pairs among the ``(P, K)`` uniforms of all pairs of the batch.
-
-    All ``P K`` uniforms are drawn, in pair order, as the call on the whole batch draws them, so
-    the selected pairs get the very draws of the full call and the generator ends in the same state.
-    """
-    gen = generator
-    if generator is not None and not isinstance(generator, torch.Generator):
-        gens = list(generator)
-        if len(gens) != 1 or not isinstance(gens[0], torch.Generator):
-            raise ValueError(
-                f"generator must be a torch.Generator or a sequence of R = 1 of them, got {generator!r}"
-            )
-        gen = gens[0]
-    u = draw_uniforms(selection.num_pairs, K, gen, device)  # type: ignore[arg-type]
-    return _given_uniforms(u.index_select(0, selection.pairs))
+    if selection is not None:  # R = 1
+        return draw_seed(gens[0], device).repeat(P), selection.pairs * K
+    run_seeds = torch.stack([draw_seed(g, device) for g in gens])
+    counts = npos.view(R, B).sum(dim=1)
+    start = torch.cumsum(counts, dim=0) - counts  # the first pair of each run
+    run = rows // B
+    return run_seeds.index_select(0, run), (torch.arange(P, device=device) - start.index_select(0, run)) * K
 
 
 class _Reduction(NamedTuple):

@@ -18,7 +18,7 @@ the K-sample average inside psi by its exact expectation under ``q_i``
 
 The run-batched kernel (docs/hcl.md#the-batched-kernel): a ``(B, d)`` batch is the ``R = 1`` case
 of the ``(R, B, d)`` program: ``N = R B`` anchor rows, each against the ``B`` members of its own
-run, one pair list over all runs, one draw of uniforms for all runs. Run ``r``'s value equals the
+run, one pair list over all runs, one stream seed for all runs (or one per run). Run ``r``'s value equals the
 call on ``z[r]`` alone. The nn.Module forms are in :mod:`theory.hcl.modules`.
 
 A reference batch (docs/hcl.md#reference-batches-anchors): with ``anchors`` (a ``(B, d)`` batch)
@@ -102,12 +102,13 @@ def contrastive_loss(
             docs/hcl.md#reductions.
         self_positive: the anchor counts as one of its own positives (authors' code).
         self_negative: unsupervised only: the anchor may be drawn as its own negative.
-        generator: the sampled estimator's randomness: one ``torch.Generator`` draws the
-            ``(P, K)`` float64 uniforms of all pairs of all runs, in pair order (run ``r`` uses
-            rows ``P_0 + ... + P_{r-1}`` onwards); a sequence of ``R`` generators draws run ``r``'s
-            ``(P_r, K)`` block from ``generator[r]`` (so run ``r`` equals the separate call with
-            that generator; it reads the per-run pair counts on the host). ``None``: torch's
-            default generator.
+        generator: the sampled estimator's randomness (docs/hcl.md#sampled-estimator): one
+            ``torch.Generator`` gives one seed per call (:func:`theory.hcl.draw_seed`) and draw
+            ``k`` of pair ``p`` (pair order over all runs) is uniform ``p K + k`` of that seed's
+            SplitMix64 stream (:func:`theory.hcl.stream_uniforms`); a sequence of ``R``
+            generators gives one seed per run and counts run ``r``'s pairs from 0 (so run ``r``
+            equals the separate call with ``generator[r]``; it reads the per-run pair counts on
+            the host). ``None``: torch's default generator.
         num_classes: optional ``C``; labels must then lie in ``[0, C)`` (checked with
             ``check_inputs``).
         detach_weights: no gradient through ``q_i`` (authors' code). ``False`` differentiates the
@@ -123,8 +124,8 @@ def contrastive_loss(
             whole batch, ``"anchor_mean"`` by its number of anchors with a positive, ``"sum"``
             sums, ``"none"`` returns the selected anchors' pairs in pair order. The values (and
             gradients) over a partition of the anchors add up to the loss of the batch. The
-            sampled estimator draws the uniforms of all ``P`` pairs and uses its pairs' rows, so
-            the draws are those of the call on the whole batch. The checks of the batch (labels,
+            sampled estimator's pairs keep the stream counters of their places among all ``P``
+            pairs, so the draws are those of the call on the whole batch. The checks of the batch (labels,
             negatives, ``z``) still cover the whole batch.
         check_inputs: run the data-dependent checks (finite ``z`` whose similarities cannot
             overflow, label range, a tensor ``beta`` finite and ``>= 0``, consistent groups, no
@@ -325,7 +326,7 @@ def _select(
     sel_red = None
     if red is not None:
         sel_red = _Reduction(red.run.index_select(0, pairs), red.weight.index_select(0, pairs), red.num_runs)
-    selection = _Selection(anchors, pairs, rows.shape[0])
+    selection = _Selection(anchors, pairs)
     return selection, sel_rows, sel_flat, sel_blocked, sel_red
 
 

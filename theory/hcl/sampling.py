@@ -40,7 +40,8 @@ __all__ = [
     "AliasTable",
     "alias_table",
     "sample_negatives",
-    "draw_uniforms",
+    "draw_seed",
+    "stream_uniforms",
 ]
 
 
@@ -230,12 +231,14 @@ def alias_table(q: torch.Tensor) -> AliasTable:
     return _alias_from_weights(q.detach().to(torch.float64) * q.shape[1])
 
 
-def _alias_from_weights(w: torch.Tensor) -> AliasTable:
+def _alias_from_weights(w: torch.Tensor, in_place: bool = False) -> AliasTable:
     """:func:`alias_table` from the scaled weights ``w = B q`` ``(N, B)`` float64.
 
     On the CPU one compiled pass per row (:func:`theory.hcl._kernels.alias_rows`); elsewhere the
     torch construction :func:`_alias_block` on all rows at once. Both perform the same float64
-    operations in the same order, so the table is bit for bit the same either way.
+    operations in the same order, so the table is bit for bit the same either way. ``in_place``
+    (CPU, contiguous ``w``): the keys overwrite ``w`` (each row's last pass reads a weight just
+    before writing its key), which spares a fresh block and its page faults.
     """
     N, B = w.shape
     index_dtype = torch.int32 if N * B < 2**31 else torch.long
@@ -244,9 +247,10 @@ def _alias_from_weights(w: torch.Tensor) -> AliasTable:
         return AliasTable(key.view(-1), alias.view(-1).to(index_dtype), B)
     from theory.hcl import _kernels  # lazy: numba loads only where the CPU kernels run
 
-    key = torch.empty(N, B, dtype=torch.float64)
+    w = w.detach().contiguous()
+    key = w if in_place else torch.empty(N, B, dtype=torch.float64)
     alias = torch.empty(N, B, dtype=index_dtype)
-    _kernels.alias_rows(w.detach().contiguous().numpy(), key.numpy(), alias.numpy())
+    _kernels.tables(w.numpy(), key.numpy(), alias.numpy())
     return AliasTable(key.view(-1), alias.view(-1), B)
 
 
@@ -296,30 +300,97 @@ DRAW_CHUNK_PAIRS = 512
 
 UniformFill = Callable[[torch.Tensor, int, int], None]
 
+#: SplitMix64's increment and multipliers as int64 bit patterns (:func:`stream_uniforms`).
+_GAMMA, _MIX1, _MIX2 = (c - 2**64 for c in (0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB))
+
 
 def _on_kernel(device: torch.device, values: torch.Tensor | None) -> bool:
     """Whether the compiled CPU kernels run: a CPU device and float32 / float64 values.
 
-    The draws here and the backward's scatter in :mod:`theory.hcl._sampled` ask it.
+    The draws here and the sampled estimator in :mod:`theory.hcl._estimators` ask it.
     """
     return device.type == "cpu" and (values is None or values.dtype in (torch.float32, torch.float64))
 
 
-def _uniform_fill(generator: torch.Generator | None, device: torch.device) -> UniformFill:
-    """A fill of ``buf`` ``(m, K)`` with the next uniforms of ``generator``.
+def draw_seed(generator: torch.Generator | None, device: torch.device | str = "cpu") -> torch.Tensor:
+    """One stream seed from ``generator``: a 0-d int64 tensor uniform in ``[0, 2^62)`` (on ``device``).
 
-    Consecutive chunks give the same numbers as one ``torch.rand((P, K), dtype=float64,
-    generator=generator)`` (on the CPU generator).
+    The sampled estimator takes one seed per call (per run with a sequence of generators) and
+    draws every uniform of the call from :func:`stream_uniforms` of that seed: the generator
+    advances by one draw per call, whatever ``P`` and ``K`` are (docs/hcl.md#sampled-estimator).
     """
-    gen_device = generator.device if generator is not None else device
+    gen_device = generator.device if generator is not None else torch.device(device)
+    seed = torch.randint(0, 2**62, (), generator=generator, dtype=torch.long, device=gen_device)
+    return seed.to(device)
+
+
+def _shr(z: torch.Tensor, bits: int) -> torch.Tensor:
+    """Logical right shift of int64 bit patterns (torch's ``>>`` is arithmetic)."""
+    return (z >> bits) & ((1 << (64 - bits)) - 1)
+
+
+def stream_uniforms(seeds: Any, first: Any, num: int) -> torch.Tensor:
+    """``u[p, k]``: uniform number ``first[p] + k`` of the counter-based stream of seed ``seeds[p]``.
+
+    The stream of a seed ``s`` is SplitMix64's (Steele, Lea and Flood 2014): output ``n``
+    (0-based) is ``mix(s + (n + 1) gamma)`` in wrapping 64-bit arithmetic, with Vigna's
+    ``mix(z)``: ``z ^= z >> 30; z *= 0xBF58476D1CE4E5B9; z ^= z >> 27; z *= 0x94D049BB133111EB;
+    z ^= z >> 31`` and ``gamma = 0x9E3779B97F4A7C15``; the uniform is ``(output >> 11) 2^-53`` in
+    ``[0, 1)``. Any entry is computed from its counter alone, in integer arithmetic: the same on
+    every device and in the compiled CPU kernels, in any order (docs/hcl.md#sampled-estimator).
+
+    Args:
+        seeds: ``(P,)`` int64 (the seeds' 64-bit patterns), or a scalar for every row.
+        first: ``(P,)`` int64 counter of each row's first uniform.
+        num: uniforms per row (``>= 0``).
+
+    Returns:
+        ``(P, num)`` float64 on the device of ``first``.
+
+    Raises:
+        ValueError: shapes that do not match, or a block that cannot be allocated (naming ``num``).
+    """
+    num = integer("num", num, lo=0)
+    first_t = as_tensor(first, "first").long()
+    seeds_t = as_tensor(seeds, "seeds", device=first_t.device).long().expand_as(first_t)
+    if first_t.dim() != 1:
+        raise ValueError(f"first must be (P,), got shape {tuple(first_t.shape)}")
+    check_size("num", num, 16 * first_t.shape[0] * num, what=f"{first_t.shape[0]} x {num} uniforms",
+               device=first_t.device)  # fmt: skip
+    n = first_t[:, None] + torch.arange(1, num + 1, device=first_t.device)
+    z = n.mul_(_GAMMA).add_(seeds_t[:, None])
+    z = (z ^ _shr(z, 30)).mul_(_MIX1)
+    z = (z ^ _shr(z, 27)).mul_(_MIX2)
+    z = z ^ _shr(z, 31)
+    return _shr(z, 11).to(torch.float64).mul_(2.0**-53)
+
+
+def _stream_fill(seeds: torch.Tensor, first: torch.Tensor) -> UniformFill:
+    """A fill of ``buf`` with rows ``c0:c1`` of :func:`stream_uniforms` of ``seeds`` / ``first``."""
 
     def fill(buf: torch.Tensor, c0: int, c1: int) -> None:
-        if gen_device == buf.device:
-            buf.uniform_(generator=generator)
-        else:
-            buf.copy_(torch.rand(buf.shape, generator=generator, dtype=torch.float64, device=gen_device))
+        buf.copy_(stream_uniforms(seeds[c0:c1], first[c0:c1], buf.shape[1]))
 
     return fill
+
+
+def _draw_stream(
+    table: AliasTable, rows: torch.Tensor, seeds: torch.Tensor, first: torch.Tensor, num_negatives: int
+) -> torch.Tensor:
+    """The draws of the pairs from their streams: flat indices ``(P, K)`` (int32 or int64).
+
+    On the CPU the compiled :func:`theory.hcl._kernels.stream_draws` (no uniform block); elsewhere
+    :func:`stream_uniforms` and :func:`_draw_pairs`. Both give the same indices.
+    """
+    P, K, B = rows.shape[0], num_negatives, table.num_columns
+    if not _on_kernel(rows.device, None):
+        return _draw_pairs(table, rows, K, _stream_fill(seeds, first))[0]
+    from theory.hcl import _kernels  # lazy: numba loads only where the CPU kernels run
+
+    idx = torch.empty(P, K, dtype=table.alias.dtype)
+    _kernels.stream_draws(seeds.numpy().view("uint64"), first.numpy(), rows.numpy(),
+                          table.key.numpy(), table.alias.numpy(), B, idx.numpy())  # fmt: skip
+    return idx
 
 
 def _draw_pairs(
@@ -329,7 +400,7 @@ def _draw_pairs(
     fill: UniformFill,
     values: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Alias draws for every pair: flat indices ``rows[p] * B + column`` ``(P, K)``.
+    """Alias draws for every pair from given uniforms: flat indices ``rows[p] * B + column`` ``(P, K)``.
 
     If ``values`` (a flat tensor) is given, ``values[idx]`` is gathered in the same pass.
 
@@ -386,23 +457,24 @@ def sample_negatives(
     """Draw ``num_negatives`` column indices i.i.d. from ``q_{rows[p]}`` for every pair ``p``.
 
     Walker's alias method (:func:`alias_table`) on ``q = exp(logq)`` in float64: one uniform per
-    draw and O(1) work per draw, so a batch of ``P K`` draws costs a few passes over ``(P, K)``
-    (docs/hcl.md#sampled-estimator). The uniforms are ``torch.rand((P, K), dtype=float64,
-    generator=generator)`` (on the generator's device), row ``p`` for pair ``p``: the same
-    generator state gives the same indices, and a caller can pass its own ``uniforms``. The law of
-    every draw is ``q_{rows[p]}`` up to the 2^-44 resolution of the bucket fractions at ``B <= 512``
-    (a total variation below 1e-10 per row). Never materialises a ``(P, B)`` or ``(P, K, d)``
-    tensor; sampling weights carry no gradient.
+    draw and O(1) work per draw (docs/hcl.md#sampled-estimator). The uniforms: one seed
+    :func:`draw_seed` from ``generator`` (the generator advances by one draw), then
+    :func:`stream_uniforms` of that seed, uniforms ``p K .. p K + K - 1`` for pair ``p`` (the
+    sampled estimator's contract: the same generator state gives the draws of
+    ``contrastive_loss`` on the same law); or a caller's own ``uniforms``. The law of every draw is
+    ``q_{rows[p]}`` up to the 2^-44 resolution of the bucket fractions at ``B <= 512`` (a total
+    variation below 1e-10 per row). Never materialises a ``(P, B)`` or ``(P, K, d)`` tensor;
+    sampling weights carry no gradient.
 
     Args:
         logq: ``(N, B)`` log-probabilities (``-inf`` = not allowed), rows summing to 1.
         rows: ``(P,)`` long row index of each pair.
         num_negatives: ``K >= 1``.
-        generator: ``torch.Generator`` for the uniforms (``None``: torch's default generator).
+        generator: ``torch.Generator`` of the seed (``None``: torch's default generator).
         flat: return indices into ``logq.reshape(-1)`` (``rows * B + column``, what a gather from
             an ``(N, B)`` matrix needs) instead of column indices.
-        uniforms: optional ``(P, K)`` float64 uniforms in ``[0, 1)`` to use instead of drawing
-            (not modified).
+        uniforms: optional ``(P, K)`` float64 uniforms in ``[0, 1)`` to use instead of the stream
+            (not modified; ``generator`` is then not used).
 
     Returns:
         ``(P, K)`` long indices.
@@ -431,14 +503,16 @@ def sample_negatives(
         q = torch.exp(logq.detach().to(torch.float64))
         if rows.numel() and not bool((q.sum(dim=1)[rows] > 0).all()):
             raise ValueError("logq has a requested row with no allowed column (all -inf): nothing to sample")
+        table = alias_table(q)
         if uniforms is None:
-            fill = _uniform_fill(generator, logq.device)
+            seeds = draw_seed(generator, logq.device).expand(P)
+            first = torch.arange(P, device=logq.device) * K
+            idx = _draw_stream(table, rows, seeds, first, K).long()
         else:
             u = as_tensor(uniforms, "uniforms", device=logq.device).to(torch.float64)
             if u.shape != (rows.shape[0], K):
                 raise ValueError(f"uniforms must have shape ({rows.shape[0]}, {K}), got {tuple(u.shape)}")
-            fill = _given_uniforms(u)
-        idx = _draw_pairs(alias_table(q), rows, K, fill)[0].long()
+            idx = _draw_pairs(table, rows, K, _given_uniforms(u))[0].long()
         if not flat:
             idx = idx - rows[:, None] * logq.shape[1]
     return idx
@@ -451,23 +525,3 @@ def _given_uniforms(u: torch.Tensor) -> UniformFill:
         buf.copy_(u[c0:c1])
 
     return fill
-
-
-def draw_uniforms(
-    num_pairs: int, num_negatives: int, generator: torch.Generator | None, device: torch.device
-) -> torch.Tensor:
-    """``(num_pairs, num_negatives)`` float64 uniforms from ``generator`` (its device), on ``device``.
-
-    Raises:
-        ValueError: the uniforms cannot be allocated (naming ``num_negatives``).
-    """
-    check_size(
-        "num_negatives",
-        num_negatives,
-        8 * num_pairs * num_negatives,
-        what=f"{num_pairs} pairs x {num_negatives} float64 uniforms",
-        device=device,
-    )
-    gen_device = generator.device if generator is not None else device
-    u = torch.rand(num_pairs, num_negatives, generator=generator, dtype=torch.float64, device=gen_device)
-    return u.to(device)

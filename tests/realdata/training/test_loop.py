@@ -92,6 +92,12 @@ def test_config_key_canonical():
         == TrainConfig(method="SCL", estimator="expectation").key()
     )
     assert TrainConfig(method="SCL").key() != TrainConfig(method="SCL", seed=1).key()
+    # a sampled run carries the randomness contract: runs drawn before the streams never match
+    from theory.options import SAMPLED_DRAWS
+
+    sampled = TrainConfig(method="HSCL", beta=5.0, estimator="sampled").identity_dict()
+    assert sampled["draws"] == SAMPLED_DRAWS
+    assert "draws" not in TrainConfig(method="HSCL", beta=5.0, estimator="expectation").identity_dict()
     c = TrainConfig(method="HSCL", beta=5.0, dataset="cifar100")
     assert TrainConfig.from_dict(c.to_dict()).key() == c.key()
 

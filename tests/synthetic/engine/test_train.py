@@ -163,6 +163,23 @@ def test_config_key_sampled_triplet_margin_and_expectation_sum_count():
     assert s.replace(num_negatives=2).key() != s.key()
 
 
+def test_sampled_runs_carry_the_randomness_contract_in_their_key():
+    """A sampled run drawn under the streams never matches a run stored before them (another key);
+    runs of the expectation estimator keep their keys."""
+    from synthetic.engine.config import _DEFAULTS
+    from synthetic.store.keys import run_key
+    from theory.options import SAMPLED_DRAWS
+
+    for psi in ("mean", "triplet"):
+        c = RunConfig(method="HSCL", beta=2.0, estimator="sampled", psi=psi)
+        ident = c.identity_dict()
+        assert ident["draws"] == SAMPLED_DRAWS
+        before = {k: v for k, v in ident.items() if k != "draws"}
+        assert c.key() == run_key(ident, _DEFAULTS) != run_key(before, _DEFAULTS)
+    assert "draws" not in RunConfig(method="HSCL", beta=2.0).identity_dict()
+    assert "draws" not in RunConfig(method="InfoNCE", estimator="sampled").identity_dict()
+
+
 def test_config_unknown_fields_raise():
     with pytest.raises(ValueError, match="unknown"):
         RunConfig.from_dict({"methd": "SCL"})

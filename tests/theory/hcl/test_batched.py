@@ -5,7 +5,7 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from tests.reference import loop_loss
+from tests.reference import loop_loss, splitmix64_uniforms
 from theory.geometry import normalize
 from theory.hcl import (
     HUCL,
@@ -144,8 +144,9 @@ def test_sampled_generator_per_run_equals_separate_calls(setting, psi):
 
 
 def test_sampled_single_generator_layout():
-    """One generator draws a (P, K) block in pair order; run r uses its rows P_0 + ... + P_{r-1} onwards:
-    the separate call of run r with those uniforms (sample_negatives(..., uniforms=...)) gives the same
+    """One generator draws one stream seed; pair p of the batch's pair order uses the stream's uniforms
+    p K .. p K + K - 1, so run r's pairs continue the counters after P_0 + ... + P_{r-1} pairs: the
+    separate call of run r with those uniforms (sample_negatives(..., uniforms=...)) gives the same
     per-pair values."""
     z, labels = _runs(R=3, seed=7)
     beta = torch.tensor([0.5, 2.0, 6.0], dtype=torch.float64)
@@ -161,7 +162,9 @@ def test_sampled_single_generator_layout():
         generator=torch.Generator().manual_seed(5),
     )
     pairs = positive_pairs(labels)
-    u = torch.rand(pairs.run.numel(), K, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    seed = int(torch.randint(0, 2**62, (), generator=torch.Generator().manual_seed(5)))  # the documented seed
+    P = pairs.run.numel()
+    u = torch.tensor(splitmix64_uniforms(seed, 0, P * K), dtype=torch.float64).view(P, K)
     start = 0
     for r in range(3):
         P_r = int((pairs.run == r).sum())

@@ -298,17 +298,3 @@ def test_compiled_and_torch_draws_equal_a_python_loop(law, values_dtype, monkeyp
         idx, got = sampling._draw_pairs(table, rows, K, sampling._given_uniforms(u), values)
         assert torch.equal(idx.long(), want_idx) and torch.equal(got, want_val)
         monkeypatch.undo()
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_compiled_scatter_equals_index_add(dtype):
-    """The backward's scatter kernel adds in index_add_'s order: equal bit for bit, repeats included."""
-    from theory.hcl import _kernels
-
-    g = torch.Generator().manual_seed(0)
-    idx = torch.randint(0, 50, (4000,), generator=g, dtype=torch.int32)
-    w = torch.randn(4000, generator=g, dtype=dtype) * torch.logspace(-8, 8, 4000, dtype=dtype)
-    want = torch.zeros(50, dtype=dtype).index_add_(0, idx, w)
-    got = torch.zeros(50, dtype=dtype)
-    _kernels.scatter_add(got.numpy(), idx.numpy(), w.numpy())
-    assert torch.equal(got, want)
