@@ -225,7 +225,7 @@ def stream_forward(
     own: np.ndarray,
     drawn: np.ndarray,
 ) -> int:  # pragma: no cover
-    """The sampled forward of every pair, without storing a draw: ``shift[p]`` and ``total[p]``.
+    """The sampled forward of every pair without a float per draw: ``shift[p]``, ``total[p]``, the columns.
 
     Pair ``p`` draws ``K`` columns of row ``rows[p]`` from the alias table (``key``, ``alias``,
     flat) with the uniforms ``first[p] .. first[p] + K - 1`` of the stream ``seeds[p]``
@@ -234,7 +234,7 @@ def stream_forward(
     ``total[p]``, with ``shift[p] = M_row`` as given on entry. A pair whose sum is below
     ``least`` (every draw far below the row's maximum: the terms underflow) is summed again with
     its own largest drawn value ``m``: ``shift[p] = m``, ``total[p] = sum exp((S - m) / tau)``
-    from ``values`` (the flat similarities, float64), and ``own[p] = 1``. The drawn columns go
+    from ``values`` (the flat similarities, float32 or float64), and ``own[p] = 1``. The drawn columns go
     to ``drawn[p, k]`` (for the backward). Returns the number of such pairs.
     """
     P = rows.shape[0]

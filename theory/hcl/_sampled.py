@@ -82,8 +82,9 @@ class _SampledPsi(torch.autograd.Function):
 
 
 #: A pair whose drawn sum of ``exp((S - M_row) / tau)`` is below this is summed again with its own
-#: largest drawn similarity (its terms underflow against the row's maximum; above it every lost
-#: term is below 2^-958 of the sum and ``log`` of the sum loses no more than 45 units of 2^-53).
+#: largest drawn similarity (its terms underflow against the row's maximum). Above it a term lost
+#: to underflow is below 2^-958 of the sum, and ``|log sum| <= 44.4``, so the pair's logit loses at
+#: most that many units of its last place to the cancellation with ``(M_row - S[i, j]) / tau``.
 STREAM_LEAST = 2.0**-64
 
 
@@ -130,9 +131,9 @@ class _SampledStream(torch.autograd.Function):
     ``erow = exp((S - M_row) / tau)`` (float64, ``M_row`` the row's largest allowed similarity,
     every allowed term ``<= 1``) is computed once; the forward (:func:`theory.hcl._kernels.stream_forward`)
     draws each pair's ``K`` columns from its stream and sums their ``erow``: the value is
-    ``softplus((M_row - S[i, j]) / tau + log total_p + offset)``. The backward draws the same
-    columns again from the same counters (:func:`theory.hcl._kernels.stream_backward`) and adds
-    each pair's ``g_p sigmoid(x_p) / (tau total_p)`` to a row weight ``W``: the drawn entries'
+    ``softplus((M_row - S[i, j]) / tau + log total_p + offset)``, and keeps the drawn columns
+    (2 bytes each). The backward (:func:`theory.hcl._kernels.stream_backward`) adds each pair's
+    ``g_p sigmoid(x_p) / (tau total_p)`` to a row weight ``W`` at those columns: the drawn entries'
     gradient is ``W * erow``, the positive's ``-g_p sigmoid(x_p) / tau``. A pair whose terms
     underflow against the row maximum (sum below :data:`STREAM_LEAST`) is summed with its own
     largest drawn similarity instead, in both passes. Values in float64, returned in ``S``'s dtype.

@@ -38,7 +38,9 @@ def _gomp_parallel() -> Any:
             paths = [line.split()[-1] for line in f if "/libgomp" in line]
     except OSError:
         return None
-    for path in dict.fromkeys(paths):
+    torch_lib = os.path.join(os.path.dirname(torch.__file__), "")
+    # torch's own copy first: another library may have mapped a second libgomp (another team)
+    for path in sorted(dict.fromkeys(paths), key=lambda p: not p.startswith(torch_lib)):
         try:  # RTLD_NOLOAD: the library already mapped, never a second copy
             lib = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | ctypes.RTLD_GLOBAL)
             fn = lib.GOMP_parallel

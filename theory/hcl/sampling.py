@@ -352,9 +352,12 @@ def stream_uniforms(seeds: Any, first: Any, num: int) -> torch.Tensor:
     """
     num = integer("num", num, lo=0)
     first_t = as_tensor(first, "first").long()
-    seeds_t = as_tensor(seeds, "seeds", device=first_t.device).long().expand_as(first_t)
-    if first_t.dim() != 1:
-        raise ValueError(f"first must be (P,), got shape {tuple(first_t.shape)}")
+    seeds_t = as_tensor(seeds, "seeds", device=first_t.device).long()
+    if first_t.dim() != 1 or seeds_t.shape not in ((), first_t.shape):
+        raise ValueError(
+            f"first must be (P,) and seeds a scalar or (P,), got {tuple(first_t.shape)} and {tuple(seeds_t.shape)}"
+        )
+    seeds_t = seeds_t.expand_as(first_t)
     check_size("num", num, 16 * first_t.shape[0] * num, what=f"{first_t.shape[0]} x {num} uniforms",
                device=first_t.device)  # fmt: skip
     n = first_t[:, None] + torch.arange(1, num + 1, device=first_t.device)

@@ -36,6 +36,8 @@ def test_the_stream_is_splitmix64():
     for r, (seed, first) in enumerate(zip(seeds, firsts, strict=True)):
         assert got[r].tolist() == splitmix64_uniforms(seed % 2**64, first, 33)
     assert stream_uniforms(5, torch.tensor([3, 3]), 0).shape == (2, 0)
+    with pytest.raises(ValueError, match="first must be"):
+        stream_uniforms(torch.tensor([1, 2, 3]), torch.tensor([0, 1]), 4)
     assert ((got >= 0) & (got < 1)).all()
 
 
