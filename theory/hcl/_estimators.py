@@ -148,16 +148,15 @@ def _per_pair(
             logits.view(-1).index_fill_(0, blocked, float("-inf"))
         # B softmax: the largest allowed logit is 0, so exp cannot overflow and the row sum is >= 1
         w = logits.exp_()
-        table = _alias_from_weights(w.mul_(w.sum(dim=1, keepdim=True).reciprocal_().mul_(B)), in_place=fused)
-        del w
+        w.mul_(w.sum(dim=1, keepdim=True).reciprocal_().mul_(B))
         if not fused:
-            idx = _draw_stream(table, rows, seeds, first, K)
+            idx = _draw_stream(_alias_from_weights(w), rows, seeds, first, K)
     offset = -math.log(K) if psi == "mean" else 0.0
-    if fused:
-        draws = _StreamDraws(table, rows, seeds, first, K)
+    if fused:  # the kernel builds each row's alias table from w where it draws that row's pairs
+        draws = _StreamDraws(w, rows, seeds, first, K)
         fast: torch.Tensor = _SampledStream.apply(S, draws, erow, M.view(-1), pair_flat, tau, offset, red)
-        del draws, table
-        _give(logits)  # the table's keys, written over the weights: used by the forward only
+        del draws, w
+        _give(logits)  # the weights: used by the forward only
         return fast
     if psi != "triplet":
         drawn = S.detach().reshape(-1).index_select(0, idx.view(-1)).view(idx.shape)

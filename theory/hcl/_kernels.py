@@ -10,16 +10,17 @@ docs/hcl.md#sampled-estimator. The CPU path of :mod:`theory.hcl.sampling` and
   streams (:func:`theory.hcl.sampling.stream_uniforms`, integer arithmetic: the same uniforms
   as torch computes), both the indices of the tensor path bit for bit;
 * :func:`stream_forward` / :func:`stream_backward` are the sampled mean / sum forms without a
-  ``(P, K)`` float tensor: per pair the draws, the sum of the precomputed ``exp((S - M) / tau)``
-  of the drawn columns, and the columns (2 bytes each) for the backward, which adds every pair's
-  coefficient into a row weight and writes the gradient row by row. Their sums are those of the
-  tensor path up to float64 rounding (tests/theory/hcl/test_stream.py).
+  ``(P, K)`` float tensor: per row its alias table (:func:`alias_rows`, into a buffer that stays
+  in cache, never stored), then per pair of the row the draws, the sum of the precomputed
+  ``exp((S - M) / tau)`` of the drawn columns, and the columns (2 bytes each) for the backward,
+  which adds every pair's coefficient into a row weight and writes the gradient row by row. Their
+  sums are those of the tensor path up to float64 rounding (tests/theory/hcl/test_stream.py).
 
 One pass per row or pair instead of tens of tensor operations and ``(P, K)`` temporaries. No
 ``parallel=True`` (numba's own thread pool would compete with torch's and is not fork-safe):
 :func:`tables`, :func:`forward` and :func:`backward` run the kernels as one more parallel region
 of torch's own OpenMP team (:mod:`theory.hcl._team`; C callbacks whose threads claim chunks of
-rows or pairs from a shared counter, so the results are those of one thread bit for bit), and
+rows from a shared counter, so the results are those of one thread bit for bit), and
 serially on the calling thread where there is no such team. Compiled on first use and cached on
 disk (``cache=True``: seconds, a fraction of that from the cache).
 """
@@ -61,8 +62,7 @@ def alias_rows(w: np.ndarray, key: np.ndarray, alias: np.ndarray, row0: int) -> 
     """Walker alias tables of the rows of the scaled weights ``w = B q`` ``(n, B)`` float64 (the sweep).
 
     Writes ``key[i, b] = b + prob[i, b]`` (float64) and ``alias[i, b] = (row0 + i) B + alias
-    column`` (the flat index, ``row0`` the table row of ``w[0]``). ``key`` may be ``w`` itself: each
-    row's last pass reads a weight just before it writes that key. Per row, the float64 steps of ``theory.hcl.sampling._alias_block``: deficits
+    column`` (the flat index, ``row0`` the table row of ``w[0]``). Per row, the float64 steps of ``theory.hcl.sampling._alias_block``: deficits
     ``d = max(1 - w, 0)`` and excesses ``max(w - 1, 0)``, their running sums ``E`` (the cumulative
     excess) and ``start = cumsum(d) - d``; a light's alias is the first column with ``E > start``
     (``searchsorted(..., right=True)``; here a pointer walks the list of the heavies with a
@@ -209,13 +209,11 @@ def _select(
 
 @_compiled
 def stream_forward(
+    w: np.ndarray,
     seeds: np.ndarray,
     first: np.ndarray,
     rows: np.ndarray,
     K: int,
-    key: np.ndarray,
-    alias: np.ndarray,
-    B: int,
     erow: np.ndarray,
     values: np.ndarray,
     inv_tau: float,
@@ -224,47 +222,60 @@ def stream_forward(
     total: np.ndarray,
     own: np.ndarray,
     drawn: np.ndarray,
+    r0: int,
+    r1: int,
 ) -> int:  # pragma: no cover
-    """The sampled forward of every pair without a float per draw: ``shift[p]``, ``total[p]``, the columns.
+    """The sampled forward of the pairs of rows ``r0 .. r1 - 1``: ``shift``, ``total``, the drawn columns.
 
-    Pair ``p`` draws ``K`` columns of row ``rows[p]`` from the alias table (``key``, ``alias``,
-    flat) with the uniforms ``first[p] .. first[p] + K - 1`` of the stream ``seeds[p]``
-    (:func:`_stream_buckets`) and sums ``erow[row B + c] = exp((S[row, c] - M_row) / tau)``
-    (precomputed, ``M_row`` the row's largest allowed similarity, so every term is ``<= 1``):
-    ``total[p]``, with ``shift[p] = M_row`` as given on entry. A pair whose sum is below
-    ``least`` (every draw far below the row's maximum: the terms underflow) is summed again with
-    its own largest drawn value ``m``: ``shift[p] = m``, ``total[p] = sum exp((S - m) / tau)``
-    from ``values`` (the flat similarities, float32 or float64), and ``own[p] = 1``. The drawn columns go
-    to ``drawn[p, k]`` (for the backward). Returns the number of such pairs.
+    Row by row (``rows`` non-decreasing: pairs in pair order): the row's alias table from its
+    weights ``w[r]`` (:func:`alias_rows`, into a local buffer that stays in cache; rows without
+    pairs build none), then for each pair ``p`` of the row ``K`` columns drawn with the uniforms
+    ``first[p] .. first[p] + K - 1`` of the stream ``seeds[p]`` (:func:`_stream_buckets`), their
+    ``erow[r B + c] = exp((S[r, c] - M_r) / tau)`` (precomputed, ``M_r`` the row's largest allowed
+    similarity, every term ``<= 1``) summed into ``total[p]``, ``shift[p] = M_r`` as given on
+    entry, the columns into ``drawn[p, k]`` (for the backward). A pair whose sum is below ``least``
+    (every draw far below the row's maximum: the terms underflow) is summed again with its own
+    largest drawn value ``m``: ``shift[p] = m``, ``total[p] = sum exp((S - m) / tau)`` from
+    ``values`` (the flat similarities, float32 or float64), ``own[p] = 1``. Returns the number of
+    such pairs.
     """
     P = rows.shape[0]
+    B = w.shape[1]
     v = np.empty(K)
     cols = np.empty(K, np.int64)
+    kr = np.empty((1, B))
+    ar = np.empty((1, B), np.int64)
     count = 0
-    for p in range(P):
-        o = np.int64(rows[p]) * B
-        _stream_buckets(np.uint64(seeds[p]), np.int64(first[p]), B, v)
-        _select(v, key[o : o + B], alias[o : o + B], o, cols)
+    p = np.searchsorted(rows, r0)
+    for r in range(r0, r1):
+        if p >= P or rows[p] != r:
+            continue
+        alias_rows(w[r : r + 1], kr, ar, r)
+        o = r * B
         er = erow[o : o + B]
-        acc = 0.0
-        dp = drawn[p]
-        for k in range(K):
-            c = cols[k]
-            acc += er[c]
-            dp[k] = c
-        own[p] = 0
-        if not acc >= least:
-            vr = values[o : o + B]
-            m = -np.inf
-            for k in range(K):
-                m = max(m, vr[cols[k]])
+        vr = values[o : o + B]
+        while p < P and rows[p] == r:
+            _stream_buckets(np.uint64(seeds[p]), np.int64(first[p]), B, v)
+            _select(v, kr[0], ar[0], o, cols)
             acc = 0.0
+            dp = drawn[p]
             for k in range(K):
-                acc += np.exp((vr[cols[k]] - m) * inv_tau)
-            shift[p] = m
-            own[p] = 1
-            count += 1
-        total[p] = acc
+                c = cols[k]
+                acc += er[c]
+                dp[k] = c
+            own[p] = 0
+            if not acc >= least:
+                m = -np.inf
+                for k in range(K):
+                    m = max(m, vr[cols[k]])
+                acc = 0.0
+                for k in range(K):
+                    acc += np.exp((vr[cols[k]] - m) * inv_tau)
+                shift[p] = m
+                own[p] = 1
+                count += 1
+            total[p] = acc
+            p += 1
     return count
 
 
@@ -357,9 +368,8 @@ def stream_draws(
 # The kernels on torch's OpenMP team (theory.hcl._team): every thread runs the worker, claiming
 # chunks from a counter in the argument block (params[0]) until none is left.
 
-#: Rows (tables, backward) and pairs (forward) per claimed chunk.
+#: Rows per claimed chunk (tables, forward, backward).
 ROW_CHUNK = 8
-PAIR_CHUNK = 32
 
 
 def _pointer_intrinsic(typingctx: Any, address: Any) -> Any:  # pragma: no cover
@@ -411,38 +421,39 @@ def _tables_worker(block: Any) -> None:  # pragma: no cover
 
 @_worker
 def _forward_worker(block: Any) -> None:  # pragma: no cover
-    """:func:`stream_forward` by chunks of pairs; the pairs with their own shift counted in ``block[1]``.
+    """:func:`stream_forward` by chunks of rows; the pairs with their own shift counted in ``block[1]``.
 
-    Block: counter, count, seeds, first, rows, key, alias (int32), erow, values, shift, total, own,
-    drawn (uint16), P, K, N, B, float32 values (0 / 1), inv_tau and least (their float64 bits).
+    Block: counter, count, w, seeds, first, rows, erow, values, shift, total, own, drawn (uint16),
+    P, K, N, B, float32 values (0 / 1), inv_tau and least (their float64 bits).
     """
-    a = numba.carray(block, 20, np.int64)
-    f = numba.carray(block, 20, np.float64)
-    P, K, N, B = a[13], a[14], a[15], a[16]
-    seeds = numba.carray(_pointer(a[2]), P, np.uint64)
-    first = numba.carray(_pointer(a[3]), P, np.int64)
-    rows = numba.carray(_pointer(a[4]), P, np.int64)
-    key = numba.carray(_pointer(a[5]), N * B, np.float64)
-    alias = numba.carray(_pointer(a[6]), N * B, np.int32)
-    erow = numba.carray(_pointer(a[7]), N * B, np.float64)
-    v64 = numba.carray(_pointer(a[8]), N * B, np.float64)
-    v32 = numba.carray(_pointer(a[8]), N * B, np.float32)
-    shift = numba.carray(_pointer(a[9]), P, np.float64)
-    total = numba.carray(_pointer(a[10]), P, np.float64)
-    own = numba.carray(_pointer(a[11]), P, np.uint8)
-    drawn = numba.carray(_pointer(a[12]), (P, K), np.uint16)
-    inv_tau, least = f[18], f[19]
+    a = numba.carray(block, 19, np.int64)
+    f = numba.carray(block, 19, np.float64)
+    P, K, N, B = a[12], a[13], a[14], a[15]
+    w = numba.carray(_pointer(a[2]), (N, B), np.float64)
+    seeds = numba.carray(_pointer(a[3]), P, np.uint64)
+    first = numba.carray(_pointer(a[4]), P, np.int64)
+    rows = numba.carray(_pointer(a[5]), P, np.int64)
+    erow = numba.carray(_pointer(a[6]), N * B, np.float64)
+    v64 = numba.carray(_pointer(a[7]), N * B, np.float64)
+    v32 = numba.carray(_pointer(a[7]), N * B, np.float32)
+    shift = numba.carray(_pointer(a[8]), P, np.float64)
+    total = numba.carray(_pointer(a[9]), P, np.float64)
+    own = numba.carray(_pointer(a[10]), P, np.uint8)
+    drawn = numba.carray(_pointer(a[11]), (P, K), np.uint16)
+    inv_tau, least = f[17], f[18]
     while True:
-        p0 = _fetch_add(block, 0, PAIR_CHUNK)
-        if p0 >= P:
+        r0 = _fetch_add(block, 0, ROW_CHUNK)
+        if r0 >= N:
             break
-        p1 = min(P, p0 + PAIR_CHUNK)
-        if a[17]:
-            c = stream_forward(seeds[p0:p1], first[p0:p1], rows[p0:p1], K, key, alias, B, erow, v32,
-                               inv_tau, least, shift[p0:p1], total[p0:p1], own[p0:p1], drawn[p0:p1])  # fmt: skip
+        r1 = min(N, r0 + ROW_CHUNK)
+        if a[16]:
+            c = stream_forward(
+                w, seeds, first, rows, K, erow, v32, inv_tau, least, shift, total, own, drawn, r0, r1
+            )
         else:
-            c = stream_forward(seeds[p0:p1], first[p0:p1], rows[p0:p1], K, key, alias, B, erow, v64,
-                               inv_tau, least, shift[p0:p1], total[p0:p1], own[p0:p1], drawn[p0:p1])  # fmt: skip
+            c = stream_forward(
+                w, seeds, first, rows, K, erow, v64, inv_tau, least, shift, total, own, drawn, r0, r1
+            )
         _fetch_add(block, 1, c)
 
 
@@ -504,22 +515,22 @@ def tables(w: np.ndarray, key: np.ndarray, alias: np.ndarray) -> None:
 
 
 def forward(
-    seeds: np.ndarray, first: np.ndarray, rows: np.ndarray, K: int, key: np.ndarray, alias: np.ndarray,
-    B: int, erow: np.ndarray, values: np.ndarray, inv_tau: float, least: float, shift: np.ndarray,
-    total: np.ndarray, own: np.ndarray, drawn: np.ndarray,
+    w: np.ndarray, seeds: np.ndarray, first: np.ndarray, rows: np.ndarray, K: int, erow: np.ndarray,
+    values: np.ndarray, inv_tau: float, least: float, shift: np.ndarray, total: np.ndarray,
+    own: np.ndarray, drawn: np.ndarray,
 ) -> int:  # fmt: skip
-    """:func:`stream_forward` of all pairs, on torch's team when there is one; the fallback count."""
-    P = rows.shape[0]
-    if alias.dtype == np.int32 and drawn.dtype == np.uint16 and P > PAIR_CHUNK:
+    """:func:`stream_forward` of all rows, on torch's team when there is one; the fallback count."""
+    (N, B), P = w.shape, rows.shape[0]
+    if drawn.dtype == np.uint16 and N > ROW_CHUNK:
         block = np.array(
-            [0, 0, *_addr(seeds, first, rows, key, alias, erow, values, shift, total, own, drawn),
-             P, K, key.shape[0] // B, B, int(values.dtype == np.float32), _bits(inv_tau), _bits(least)],
+            [0, 0, *_addr(w, seeds, first, rows, erow, values, shift, total, own, drawn),
+             P, K, N, B, int(values.dtype == np.float32), _bits(inv_tau), _bits(least)],
             np.int64,
         )  # fmt: skip
         if _team.run(_forward_worker.address, block):
             return int(block[1])
-    return int(stream_forward(seeds, first, rows, K, key, alias, B, erow, values, inv_tau, least,
-                              shift, total, own, drawn))  # fmt: skip
+    return int(stream_forward(w, seeds, first, rows, K, erow, values, inv_tau, least, shift, total,
+                              own, drawn, 0, N))  # fmt: skip
 
 
 def backward(

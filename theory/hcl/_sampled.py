@@ -22,7 +22,6 @@ import torch
 import torch.nn.functional as F
 
 from theory.hcl._expectation import _pair_grad, _weighted_sum
-from theory.hcl.sampling import AliasTable
 
 __all__: list[str] = []
 
@@ -116,9 +115,9 @@ def _give(*tensors: torch.Tensor) -> None:
 
 
 class _StreamDraws(NamedTuple):
-    """What the compiled CPU path needs to (re)draw every pair's negatives from the streams."""
+    """What the compiled CPU path needs to draw every pair's negatives from the streams."""
 
-    table: AliasTable
+    weights: torch.Tensor  # (N, B) float64 B q: the rows' alias tables are built from them in the kernel
     rows: torch.Tensor  # (P,) int64 anchor row of each pair
     seeds: torch.Tensor  # (P,) int64: the stream seed of each pair (its run's)
     first: torch.Tensor  # (P,) int64: the counter of each pair's first uniform
@@ -166,9 +165,9 @@ class _SampledStream(torch.autograd.Function):
         own = torch.empty(P, dtype=torch.uint8)
         drawn = _take(P * K, torch.uint16 if B <= 2**16 else torch.int32).view(P, K)  # for backward
         _kernels.forward(
-            draws.seeds.numpy().view("uint64"), draws.first.numpy(), rows.numpy(), K,
-            draws.table.key.numpy(), draws.table.alias.numpy(), B, erow.numpy(), values.numpy(),
-            1.0 / tau, STREAM_LEAST, shift.numpy(), total.numpy(), own.numpy(), drawn.numpy(),
+            draws.weights.numpy(), draws.seeds.numpy().view("uint64"), draws.first.numpy(), rows.numpy(),
+            K, erow.numpy(), values.numpy(), 1.0 / tau, STREAM_LEAST, shift.numpy(), total.numpy(),
+            own.numpy(), drawn.numpy(),
         )  # fmt: skip
         x = (shift - values.index_select(0, pair_flat)).mul_(1.0 / tau).add_(torch.log(total)).add_(offset)
         ctx.save_for_backward(erow, total, own, shift, rows, pair_flat, torch.sigmoid(x), drawn)

@@ -231,14 +231,12 @@ def alias_table(q: torch.Tensor) -> AliasTable:
     return _alias_from_weights(q.detach().to(torch.float64) * q.shape[1])
 
 
-def _alias_from_weights(w: torch.Tensor, in_place: bool = False) -> AliasTable:
+def _alias_from_weights(w: torch.Tensor) -> AliasTable:
     """:func:`alias_table` from the scaled weights ``w = B q`` ``(N, B)`` float64.
 
     On the CPU one compiled pass per row (:func:`theory.hcl._kernels.alias_rows`); elsewhere the
     torch construction :func:`_alias_block` on all rows at once. Both perform the same float64
-    operations in the same order, so the table is bit for bit the same either way. ``in_place``
-    (CPU, contiguous ``w``): the keys overwrite ``w`` (each row's last pass reads a weight just
-    before writing its key), which spares a fresh block and its page faults.
+    operations in the same order, so the table is bit for bit the same either way.
     """
     N, B = w.shape
     index_dtype = torch.int32 if N * B < 2**31 else torch.long
@@ -248,7 +246,7 @@ def _alias_from_weights(w: torch.Tensor, in_place: bool = False) -> AliasTable:
     from theory.hcl import _kernels  # lazy: numba loads only where the CPU kernels run
 
     w = w.detach().contiguous()
-    key = w if in_place else torch.empty(N, B, dtype=torch.float64)
+    key = torch.empty(N, B, dtype=torch.float64)
     alias = torch.empty(N, B, dtype=index_dtype)
     _kernels.tables(w.numpy(), key.numpy(), alias.numpy())
     return AliasTable(key.view(-1), alias.view(-1), B)

@@ -121,8 +121,9 @@ def _spy_on_team(monkeypatch):
 
 
 def test_the_kernels_on_torch_team_equal_the_serial_kernels_bit_for_bit(monkeypatch):
-    """Tables, forward and backward on torch's OpenMP team: every row and pair is computed as on one
-    thread (chunks claimed from a counter), so values and gradients are equal bit for bit."""
+    """The forward (each row's table and its pairs' draws) and the backward on torch's OpenMP team:
+    every row and pair is computed as on one thread (chunks of rows claimed from a counter), so
+    values and gradients are equal bit for bit."""
     before = torch.get_num_threads()
     torch.set_num_threads(max(2, before))
     try:
@@ -142,7 +143,9 @@ def test_the_kernels_on_torch_team_equal_the_serial_kernels_bit_for_bit(monkeypa
             val = contrastive_loss(zz, labels, reduction="none", generator=gens, **kw)
             val.sum().backward()
             out.append((val.detach(), zz.grad))
-            assert started == ([True, True, True] if team else [False, False, False])
+            assert started == (
+                [True, True] if team else [False, False]
+            )  # forward (with the tables), backward
             monkeypatch.undo()
         assert torch.equal(out[0][0], out[1][0]) and torch.equal(out[0][1], out[1][1])
     finally:
