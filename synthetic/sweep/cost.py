@@ -1,9 +1,10 @@
 """What a sweep will cost, measured before it starts (``python -m synthetic sweep`` prints it).
 
 Each task of a sweep (a stacked group, or one run) is **probed**: trained on this machine with the
-sweep's thread count for 0 epochs, then :data:`PROBE_STEPS` and twice as many optimisation steps
-(recording only the first and the last state; no convergence rule), which gives its three costs by
-differences:
+sweep's thread count for one untimed step (first-use costs such as compiling the sampled
+estimator's kernels in a fresh clone), then timed for 0 epochs, :data:`PROBE_STEPS` and twice as
+many optimisation steps (recording only the first and the last state; no convergence rule), which
+gives its three costs by differences:
 
 * the step ``T = (t(2k) - t(k)) / k`` (``t(k) = S + 2V + kT``);
 * one evaluation ``V = t(k) - t(0) - kT`` (the metric row of every run of the task);
@@ -110,6 +111,10 @@ def probe_task(
 ) -> TaskCost:
     """Measure one task: ``train`` (the sweep's stack trainer) on 0-epoch, k-step and 2k-step copies.
 
+    An untimed 1-step copy runs first, so that one-time costs of the first use (the compiled
+    kernels of the sampled estimator compile in a fresh clone, lazy initialisations) are not
+    taken for the task's own (measured: in a fresh clone they made one grid's estimate 5x too high).
+
     Args:
         configs: the task's run configs (``RunConfig``: ``replace``, ``num_steps``,
             ``num_epochs``, ``eval_every``, ``steps_per_epoch``).
@@ -121,6 +126,7 @@ def probe_task(
     """
     if steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
+    train(_probe_configs(configs, 1))  # first-use costs, untimed
     t = []
     for n in (0, steps, 2 * steps):
         probe = _probe_configs(configs, n)

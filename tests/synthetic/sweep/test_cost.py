@@ -37,6 +37,23 @@ def test_the_probe_recovers_setup_evaluation_and_epoch():
         probe_task([cfg], _fake_train, steps=0)
 
 
+def test_first_use_costs_are_not_taken_for_the_task():
+    """A trainer whose first call pays a one-time cost (compilation in a fresh clone) is probed as
+    one without it: the probe warms it up untimed first."""
+    cfg = RunConfig(num_classes=4, n_per_class=4, batch_size=8, epochs=80, eval_every=8, settle_window=16)
+    first = []
+
+    def train(configs):
+        if not first:
+            first.append(True)
+            time.sleep(0.3)
+        _fake_train(configs)
+
+    got = probe_task([cfg], train)
+    assert got.setup == pytest.approx(S, abs=0.02) and got.evaluation == pytest.approx(V, abs=0.02)
+    assert got.step == pytest.approx(T, abs=0.003)
+
+
 def test_a_near_nc_task_adds_its_sources_training():
     cfg = RunConfig(num_classes=4, n_per_class=4, epochs=10, eval_every=5, init="nc", init_epochs=30)
     got = probe_task([cfg, cfg.replace(method="HSCL", beta=2.0)], _fake_train)  # one source
