@@ -135,40 +135,23 @@ def alias_rows(w: np.ndarray, key: np.ndarray, alias: np.ndarray, row0: int) -> 
 
 @_compiled
 def alias_draws(
-    u: np.ndarray,
-    offsets: np.ndarray,
-    key: np.ndarray,
-    alias: np.ndarray,
-    B: int,
-    values: np.ndarray,
-    idx: np.ndarray,
-    out: np.ndarray,
+    u: np.ndarray, offsets: np.ndarray, key: np.ndarray, alias: np.ndarray, B: int, idx: np.ndarray
 ) -> None:  # pragma: no cover
-    """Alias draws of a chunk of pairs and the drawn values.
+    """Alias draws of a chunk of pairs from given uniforms ``u`` ``(m, K)``: the flat indices ``idx``.
 
-    ``v = u[p, k] B``, bucket ``f = offsets[p] + floor(v)``, then ``f`` itself if ``v < key[f]``,
-    else ``alias[f]``: ``idx[p, k]``; ``out[p, k] = values[idx[p, k]]``. The select is arithmetic
-    (a branch on the keep test is unpredictable on tilted tables) and each pair's draws go through
-    a local buffer first: written straight into ``idx``, which may share memory with ``alias`` as
-    far as the compiler knows, every store would wait for the loads before it (about 4x slower).
+    Pair ``p`` draws from the table row at flat offset ``offsets[p]`` with the bucket values
+    ``u[p, k] B`` (:func:`_select`), the draws of :func:`stream_draws` from other uniforms.
     """
     m, K = u.shape
-    drawn = np.empty(K, np.int64)
-    got = np.empty(K, values.dtype)
+    v = np.empty(K)
+    cols = np.empty(K, np.int64)
     for p in range(m):
         o = np.int64(offsets[p])
-        kr = key[o : o + B]
-        ar = alias[o : o + B]
-        up = u[p]
         for k in range(K):
-            v = up[k] * B
-            b = np.int64(v)
-            a = np.int64(ar[b])
-            drawn[k] = a + np.int64(v < kr[b]) * (b + o - a)
+            v[k] = u[p, k] * B
+        _select(v, key[o : o + B], alias[o : o + B], o, cols)
         for k in range(K):
-            got[k] = values[drawn[k]]
-        idx[p, :] = drawn
-        out[p, :] = got
+            idx[p, k] = o + cols[k]
 
 
 #: SplitMix64's increment and multipliers (Steele, Lea, Flood 2014; the constants of Vigna's splitmix64.c).

@@ -26,6 +26,21 @@ from theory.hcl._expectation import _pair_grad, _weighted_sum
 __all__: list[str] = []
 
 
+def _values(x: torch.Tensor, dtype: torch.dtype, red: Any) -> torch.Tensor:
+    """``softplus(x)`` per pair in ``dtype``, or its reduction ``red`` (float64 accumulation)."""
+    out = F.softplus(x).to(dtype)
+    return out if red is None else _weighted_sum(out, red)
+
+
+def _backward_once(ctx: Any) -> None:
+    """Mark ``ctx``'s backward as run; raise if it ran before (its saved state is used once)."""
+    if ctx.used:
+        raise RuntimeError(
+            "the sampled estimator's backward can run only once (retain_graph is not supported)"
+        )
+    ctx.used = True
+
+
 class _SampledPsi(torch.autograd.Function):
     """Per-pair ``softplus(LSE_r((S[i, n_r] - S[i, j]) / tau) + offset)`` on the drawn ``n_r``.
 
@@ -57,20 +72,13 @@ class _SampledPsi(torch.autograd.Function):
         total = e.sum(dim=1)
         x = (m - flat.index_select(0, pair_flat)) / tau + torch.log(total) + offset
         ctx.save_for_backward(e, idx, total, pair_flat, torch.sigmoid(x))
-        ctx.tau = tau
-        ctx.shape = S.shape
-        ctx.used = False
-        ctx.red = red
-        return F.softplus(x) if red is None else _weighted_sum(F.softplus(x), red)
+        ctx.tau, ctx.shape, ctx.red, ctx.used = tau, S.shape, red, False
+        return _values(x, S.dtype, red)
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        if ctx.used:
-            raise RuntimeError(
-                "the sampled estimator's backward can run only once (retain_graph is not supported)"
-            )
-        ctx.used = True
+        _backward_once(ctx)
         e, idx, total, pair_flat, sig = ctx.saved_tensors
         gp = _pair_grad(grad_out, ctx.red) * sig / ctx.tau
         weights = e.mul_((gp / total)[:, None])  # in place: the saved values are used once
@@ -173,19 +181,14 @@ class _SampledStream(torch.autograd.Function):
         ctx.save_for_backward(erow, total, own, shift, rows, pair_flat, torch.sigmoid(x), drawn)
         ctx.values = values  # S itself (no copy): read only for the pairs with their own shift
         ctx.tau, ctx.shape, ctx.dtype, ctx.red, ctx.used = tau, S.shape, S.dtype, red, False
-        out = F.softplus(x).to(S.dtype)
-        return out if red is None else _weighted_sum(out, red)
+        return _values(x, S.dtype, red)
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         from theory.hcl import _kernels  # lazy: numba loads only where the CPU kernels run
 
-        if ctx.used:
-            raise RuntimeError(
-                "the sampled estimator's backward can run only once (retain_graph is not supported)"
-            )
-        ctx.used = True
+        _backward_once(ctx)
         erow, total, own, shift, rows, pair_flat, sig, drawn = ctx.saved_tensors
         gp = _pair_grad(grad_out, ctx.red).to(torch.float64) * sig / ctx.tau
         grad = torch.empty(ctx.shape, dtype=ctx.dtype)

@@ -385,7 +385,7 @@ def _draw_stream(
     """
     P, K, B = rows.shape[0], num_negatives, table.num_columns
     if not _on_kernel(rows.device, None):
-        return _draw_pairs(table, rows, K, _stream_fill(seeds, first))[0]
+        return _draw_pairs(table, rows, K, _stream_fill(seeds, first))
     from theory.hcl import _kernels  # lazy: numba loads only where the CPU kernels run
 
     idx = torch.empty(P, K, dtype=table.alias.dtype)
@@ -394,56 +394,40 @@ def _draw_stream(
     return idx
 
 
-def _draw_pairs(
-    table: AliasTable,
-    rows: torch.Tensor,
-    num_negatives: int,
-    fill: UniformFill,
-    values: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
+def _draw_pairs(table: AliasTable, rows: torch.Tensor, num_negatives: int, fill: UniformFill) -> torch.Tensor:
     """Alias draws for every pair from given uniforms: flat indices ``rows[p] * B + column`` ``(P, K)``.
-
-    If ``values`` (a flat tensor) is given, ``values[idx]`` is gathered in the same pass.
 
     Per draw: bucket ``b = floor(u B)``, then ``b`` itself if ``u B < b + prob[b]`` (the fraction
     below ``prob[b]``), else its alias: no search. The indices are int32 when ``N B < 2^31`` (half
-    the memory traffic of int64; ``index_select`` and ``index_add_`` take them), else int64. On the
-    CPU the pairs are processed in chunks of :data:`DRAW_CHUNK_PAIRS` (one reused uniform buffer)
-    by the compiled :func:`theory.hcl._kernels.alias_draws`; elsewhere by a handful of tensor
-    passes over all pairs. Both give the same indices and values bit for bit.
+    the memory traffic of int64; ``index_select`` takes them), else int64. On the CPU the pairs are
+    processed in chunks of :data:`DRAW_CHUNK_PAIRS` (one reused uniform buffer) by the compiled
+    :func:`theory.hcl._kernels.alias_draws`; elsewhere by a handful of tensor passes over all
+    pairs. Both give the same indices bit for bit.
     """
     P, K, B = rows.shape[0], num_negatives, table.num_columns
     device = rows.device
     index_dtype = table.alias.dtype
     idx = torch.empty(P, K, dtype=index_dtype, device=device)
-    out = None if values is None else torch.empty(P, K, dtype=values.dtype, device=device)
     offsets = (rows * B).to(index_dtype)
-    if _on_kernel(device, values):
+    if _on_kernel(device, None):
         from theory.hcl import _kernels  # lazy: numba loads only where the CPU kernels run
 
         step = max(1, min(P, DRAW_CHUNK_PAIRS))
         u_buf = torch.empty(step, K, dtype=torch.float64)
-        spare = torch.empty(step, K, dtype=torch.float64) if out is None else None  # gathers a dummy
         key_np, alias_np = table.key.numpy(), table.alias.numpy()
-        src = key_np if values is None else values.detach().contiguous().numpy()
         for c0 in range(0, P, step):
             c1 = min(P, c0 + step)
             u = u_buf[: c1 - c0]
             fill(u, c0, c1)
-            dst = spare[: c1 - c0] if spare is not None else out[c0:c1]  # type: ignore[index]
-            _kernels.alias_draws(u.numpy(), offsets[c0:c1].numpy(), key_np, alias_np, B, src,
-                                 idx[c0:c1].numpy(), dst.numpy())  # fmt: skip
-        return idx, out
+            _kernels.alias_draws(u.numpy(), offsets[c0:c1].numpy(), key_np, alias_np, B, idx[c0:c1].numpy())
+        return idx
     u = torch.empty(P, K, dtype=torch.float64, device=device)
     fill(u, 0, P)
     v = u.mul_(B)  # bucket + fraction (44 bits of fraction at B = 512)
     idx.copy_(v).add_(offsets[:, None])  # floor (v >= 0)
     keep = torch.lt(v, table.key.index_select(0, idx.view(-1)).view(P, K))
     alias = table.alias.index_select(0, idx.view(-1)).view(P, K)
-    idx.sub_(alias).mul_(keep).add_(alias)  # exact integer select: b if keep else alias
-    if out is not None and values is not None:
-        torch.index_select(values, 0, idx.view(-1), out=out.view(-1))
-    return idx, out
+    return idx.sub_(alias).mul_(keep).add_(alias)  # exact integer select: b if keep else alias
 
 
 def sample_negatives(
@@ -513,7 +497,7 @@ def sample_negatives(
             u = as_tensor(uniforms, "uniforms", device=logq.device).to(torch.float64)
             if u.shape != (rows.shape[0], K):
                 raise ValueError(f"uniforms must have shape ({rows.shape[0]}, {K}), got {tuple(u.shape)}")
-            idx = _draw_pairs(table, rows, K, _given_uniforms(u))[0].long()
+            idx = _draw_pairs(table, rows, K, _given_uniforms(u)).long()
         if not flat:
             idx = idx - rows[:, None] * logq.shape[1]
     return idx

@@ -204,9 +204,10 @@ def test_none_restricted_to_the_anchors_in_pair_order():
 
 
 def test_sampled_draws_are_those_of_the_full_call_beyond_one_draw_chunk():
-    """With more pairs than one CPU draw chunk, the parts still use the full call's draws exactly
-    (the values are equal, not merely close in distribution), and the shared generator ends in the
-    state the full call leaves it in."""
+    """With many pairs (more than one CPU draw chunk of sample_negatives; many row chunks of the
+    compiled kernels), the parts still use the full call's draws exactly (the values are equal, not
+    merely close in distribution), and the shared generator ends in the state the full call leaves
+    it in."""
     g = torch.Generator().manual_seed(1)
     B = 64
     z = normalize(torch.randn(B, 6, generator=g, dtype=torch.float64), "ball")

@@ -255,8 +255,8 @@ def test_shape_errors_name_the_argument():
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_sampled_generator_per_run_with_draw_chunks_inside_and_across_runs(dtype):
-    """Runs of 1000+ pairs (several CPU draw chunks each, chunks that straddle two runs): the
-    stacked call draws run r's uniforms from generator r exactly as the separate call does, and
+    """Runs of 1000+ pairs (many row chunks of the compiled kernels per run): the stacked call
+    draws run r's negatives from generator r's stream exactly as the separate call does, and
     leaves every generator in the same state."""
     from theory.hcl.sampling import DRAW_CHUNK_PAIRS
 

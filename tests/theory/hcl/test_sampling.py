@@ -256,7 +256,7 @@ def test_compiled_cpu_alias_table_equals_the_torch_table(law):
                 assert torch.equal(t.alias.long(), alias.view(-1))
 
 
-def _python_draws(key, alias, rows, u, B, values):
+def _python_draws(key, alias, rows, u, B):
     """The alias draw, one Python step per draw (the definition in docs/hcl.md#sampled-estimator)."""
     P, K = u.shape
     idx = [[0] * K for _ in range(P)]
@@ -265,15 +265,13 @@ def _python_draws(key, alias, rows, u, B, values):
             v = float(u[p, k]) * B
             f = int(rows[p]) * B + math.floor(v)
             idx[p][k] = f if v < float(key[f]) else int(alias[f])
-    idx_t = torch.tensor(idx, dtype=torch.long)
-    return idx_t, values[idx_t]
+    return torch.tensor(idx, dtype=torch.long)
 
 
 @pytest.mark.parametrize("law", list(LAWS))
-@pytest.mark.parametrize("values_dtype", [torch.float32, torch.float64])
-def test_compiled_and_torch_draws_equal_a_python_loop(law, values_dtype, monkeypatch):
+def test_compiled_and_torch_draws_equal_a_python_loop(law, monkeypatch):
     """The CPU draw kernel (chunks of pairs, one reused uniform buffer) and the tensor passes of
-    other devices (run here on the CPU) give the indices and gathered values of a plain loop."""
+    other devices (run here on the CPU) give the indices of a plain loop."""
     import theory.hcl.sampling as sampling
 
     g = torch.Generator().manual_seed(3 + len(law))
@@ -288,13 +286,11 @@ def test_compiled_and_torch_draws_equal_a_python_loop(law, values_dtype, monkeyp
             flat = rows[:, None] * B + torch.randint(0, B, (23, K), generator=g)
             edge = table.key.index_select(0, flat.view(-1)).view(23, K) / B
             u = torch.where((edge < 1) & (torch.rand(23, K, generator=g) < 0.5), edge, u)
-        values = torch.randn(N * B, generator=g, dtype=values_dtype)
-        want_idx, want_val = _python_draws(table.key, table.alias, rows, u, B, values)
+        want_idx = _python_draws(table.key, table.alias, rows, u, B)
         for step in (1, 4, 512):  # chunks of pairs: the fill is called per chunk
             monkeypatch.setattr(sampling, "DRAW_CHUNK_PAIRS", step)
-            idx, got = sampling._draw_pairs(table, rows, K, sampling._given_uniforms(u), values)
-            assert torch.equal(idx.long(), want_idx) and torch.equal(got, want_val)
+            idx = sampling._draw_pairs(table, rows, K, sampling._given_uniforms(u))
+            assert torch.equal(idx.long(), want_idx)
         monkeypatch.setattr(sampling, "_on_kernel", lambda device, values: False)  # the tensor passes
-        idx, got = sampling._draw_pairs(table, rows, K, sampling._given_uniforms(u), values)
-        assert torch.equal(idx.long(), want_idx) and torch.equal(got, want_val)
+        assert torch.equal(sampling._draw_pairs(table, rows, K, sampling._given_uniforms(u)).long(), want_idx)
         monkeypatch.undo()
