@@ -23,9 +23,9 @@ synthetic S1 MLP setting (synthetic/grids/s1_scl_hscl_nc.toml: batch 512, unit b
 tau = 1, d = C - 1; C = 50 with an MLP 1 x 256 and the betas of the base group, C = 100 with
 1 x 512 and beta 0, 10, the authors' group), planned and trained as the sweep does. An epoch's
 time is the difference between runs of ``--epochs-long`` and 1 epochs (so data generation and
-evaluation cancel), the minimum over the repeats. Target (CONTRIBUTING.md#performance-work):
-the sampled estimator within 2x of the expectation estimator per epoch (it drives the cost of
-``--scale paper``).
+evaluation cancel), the minimum over the repeats, which interleave the estimators. Target
+(CONTRIBUTING.md#performance-work): the sampled estimator within 2x of the expectation estimator
+per epoch (it drives the cost of ``--scale paper``).
 
 Usage::
 
@@ -126,20 +126,19 @@ def _s1_configs(
 
 
 def epoch_seconds(C: int, hidden: int, betas: tuple[float, ...], repeats: int, long: int) -> dict[str, float]:
-    """Seconds of one training epoch of one run, per estimator (sweep plan; long minus 1 epoch)."""
-    best = {}
-    for est in ESTIMATORS:
-        times = {}
-        for epochs in (1, long):
+    """Seconds of one training epoch of one run, per estimator (sweep plan; long minus 1 epoch).
+
+    Each repetition times both estimators at both lengths in turn (interleaved: a slow spell of
+    the machine affects both sides alike); the minimum over the repetitions is kept.
+    """
+    times = {(est, epochs): float("inf") for est in ESTIMATORS for epochs in (1, long)}
+    for _ in range(repeats):
+        for est, epochs in times:
             cfgs = _s1_configs(C, hidden, betas, est, epochs)
-            t = float("inf")
-            for _ in range(repeats):
-                t0 = time.perf_counter()
-                _planned(cfgs)
-                t = min(t, time.perf_counter() - t0)
-            times[epochs] = t
-        best[est] = (times[long] - times[1]) / (long - 1) / len(betas)
-    return best
+            t0 = time.perf_counter()
+            _planned(cfgs)
+            times[est, epochs] = min(times[est, epochs], time.perf_counter() - t0)
+    return {est: (times[est, long] - times[est, 1]) / (long - 1) / len(betas) for est in ESTIMATORS}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -132,8 +132,9 @@ def _per_pair(
             logits = S.detach().to(torch.float64, copy=True)
         if blocked is not None:
             logits.view(-1).index_fill_(0, blocked, float("-inf"))
-        M = logits.amax(dim=1, keepdim=True)
-        M = torch.where(torch.isfinite(M), M, torch.zeros_like(M))
+        M = logits.amax(dim=1, keepdim=True).nan_to_num_(
+            nan=0.0, posinf=0.0, neginf=0.0
+        )  # rows without negatives: 0
         logits.sub_(M)
         # exp((S - M) / tau): every allowed term <= 1, the excluded ones 0 (the fused path's sums)
         erow = None
@@ -144,7 +145,8 @@ def _per_pair(
             else:
                 torch.mul(logits, 1.0 / tau, out=erow).exp_()
         logits.mul_(beta_w if isinstance(beta_w, float) else beta_w[:, None])
-        if blocked is not None:  # -inf * 0 = NaN where beta = 0: the excluded columns again
+        zero_beta = (beta_w == 0).any() if isinstance(beta_w, torch.Tensor) else beta_w == 0
+        if blocked is not None and bool(zero_beta):  # -inf * 0 = NaN: the excluded columns again
             logits.view(-1).index_fill_(0, blocked, float("-inf"))
         # B softmax: the largest allowed logit is 0, so exp cannot overflow and the row sum is >= 1
         w = logits.exp_()
@@ -196,6 +198,8 @@ def _streams(
         )
     if selection is not None:  # R = 1
         return draw_seed(gens[0], device).repeat(P), selection.pairs * K
+    if R == 1:  # the run's pairs are all P pairs
+        return draw_seed(gens[0], device).repeat(P), torch.arange(0, P * K, K, device=device)
     run_seeds = torch.stack([draw_seed(g, device) for g in gens])
     counts = npos.view(R, B).sum(dim=1)
     start = torch.cumsum(counts, dim=0) - counts  # the first pair of each run

@@ -128,19 +128,27 @@ def test_sampled_generator_per_run_equals_separate_calls(setting, psi):
         za, labels, beta=beta, generator=[torch.Generator().manual_seed(10 + r) for r in range(4)], **kw
     )
     zs = [z[r].clone().requires_grad_(True) for r in range(4)]
-    want = torch.cat(
-        [
-            contrastive_loss(
-                zs[r], labels[r], beta=float(beta[r]), generator=torch.Generator().manual_seed(10 + r), **kw
-            )
-            for r in range(4)
-        ]
-    )
+    parts = [
+        contrastive_loss(
+            zs[r], labels[r], beta=float(beta[r]), generator=torch.Generator().manual_seed(10 + r), **kw
+        )
+        for r in range(4)
+    ]
+    want = torch.cat(parts)
     torch.testing.assert_close(got, want, atol=1e-13, rtol=1e-13)
     got.sum().backward()
     want.sum().backward()
     for r in range(4):
         torch.testing.assert_close(za.grad[r], zs[r].grad, atol=1e-12, rtol=1e-12)
+    for r in range(4):  # one run (R = 1) with a list of one generator and a tensor beta (0 included)
+        one = contrastive_loss(
+            z[r : r + 1],
+            labels[r : r + 1],
+            beta=beta[r : r + 1],
+            generator=[torch.Generator().manual_seed(10 + r)],
+            **kw,
+        )
+        torch.testing.assert_close(one, parts[r].detach(), atol=1e-13, rtol=1e-13)
 
 
 def test_sampled_single_generator_layout():

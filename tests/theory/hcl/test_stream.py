@@ -152,6 +152,42 @@ def test_the_kernels_on_torch_team_equal_the_serial_kernels_bit_for_bit(monkeypa
         torch.set_num_threads(before)
 
 
+@pytest.mark.parametrize("law", list(LAWS))
+def test_the_forward_kernel_draws_the_columns_of_a_python_loop(law, threads, monkeypatch):
+    """stream_forward builds each row's table in its own buffer and draws there (its select
+    indexes a two-entry choice by the comparison): its columns are the Python loop's on the torch
+    table and the iterated generator's uniforms, and each pair's total is the loop's sum of erow
+    over them in draw order, bit for bit; on the team and serially."""
+    started = _spy_on_team(monkeypatch)
+    g = torch.Generator().manual_seed(23 + len(law))
+    N, K = 20, 11
+    for B in (1, 5, 64, 300):
+        logits, keep = _laws(law, g, N, B)
+        w = torch.softmax(logits.masked_fill(~keep, float("-inf")), 1) * B
+        table = sampling._alias_from_weights(w)
+        rows = torch.sort(torch.randint(0, N, (45,), generator=g)).values
+        seeds = torch.randint(-(2**63), 2**63 - 1, (45,), generator=g)
+        first = torch.randint(0, 500, (45,), generator=g)  # the reference iterates the generator up to it
+        u = torch.tensor([splitmix64_uniforms(int(s) % 2**64, int(f), K) for s, f in zip(seeds, first)])
+        want = _python_draws(table.key, table.alias, rows, u, B) - rows[:, None] * B
+        erow = torch.rand(N, B, generator=g, dtype=torch.float64) + 0.5
+        values = torch.zeros(N * B, dtype=torch.float64)
+        shift, total = torch.zeros(45, dtype=torch.float64), torch.empty(45, dtype=torch.float64)
+        own, drawn = torch.empty(45, dtype=torch.uint8), torch.empty(45, K, dtype=torch.uint16)
+        count = _kernels.forward(
+            w.numpy(), seeds.numpy().view("uint64"), first.numpy(), rows.numpy(), K, erow.view(-1).numpy(),
+            values.numpy(), 1.0, sampled.STREAM_LEAST, shift.numpy(), total.numpy(), own.numpy(), drawn.numpy(),
+        )  # fmt: skip
+        assert count == 0 and not own.any()
+        assert torch.equal(drawn.long(), want)
+        for p in range(45):
+            acc = 0.0
+            for c in want[p].tolist():
+                acc += float(erow[rows[p], c])
+            assert float(total[p]) == acc
+    assert any(started) == (threads == "team")
+
+
 def _both_paths(monkeypatch, z, labels, **kw):
     """(values, gradient) of the compiled CPU path and of the tensor path, from the same generator seeds."""
     out = []
