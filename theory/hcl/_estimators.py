@@ -133,7 +133,7 @@ def _per_pair(
         if blocked is not None:
             logits.view(-1).index_fill_(0, blocked, float("-inf"))
         M = logits.amax(dim=1, keepdim=True)
-        M.nan_to_num_(nan=0.0, posinf=0.0, neginf=0.0)  # a row without negatives (-inf): 0
+        M.masked_fill_(M == float("-inf"), 0.0)  # a row without allowed negatives: its shift is 0
         logits.sub_(M)
         # exp((S - M) / tau): every allowed term <= 1, the excluded ones 0 (the fused path's sums)
         erow = None
