@@ -144,8 +144,9 @@ def _per_pair(
             else:
                 torch.mul(logits, 1.0 / tau, out=erow).exp_()
         logits.mul_(beta_w if isinstance(beta_w, float) else beta_w[:, None])
-        zero_beta = (beta_w == 0).any() if isinstance(beta_w, torch.Tensor) else beta_w == 0
-        if blocked is not None and bool(zero_beta):  # -inf * 0 = NaN: the excluded columns again
+        zero = beta_w == 0  # rows drawing uniformly among their allowed negatives
+        zero_beta = bool(zero.any()) if isinstance(zero, torch.Tensor) else zero
+        if blocked is not None and zero_beta:  # -inf * 0 = NaN: the excluded columns again
             logits.view(-1).index_fill_(0, blocked, float("-inf"))
         # B softmax: the largest allowed logit is 0, so exp cannot overflow and the row sum is >= 1
         w = logits.exp_()
@@ -154,7 +155,15 @@ def _per_pair(
             idx = _draw_stream(_alias_from_weights(w), rows, seeds, first, K)
     offset = -math.log(K) if psi == "mean" else 0.0
     if fused:  # the kernel builds each row's alias table from w where it draws that row's pairs
-        draws = _StreamDraws(w, rows, seeds, first, K)
+        # the rows at beta = 0 (per-row beta): rows with equal weights share their alias table
+        uniform = (
+            None
+            if not zero_beta
+            else zero
+            if isinstance(zero, torch.Tensor)
+            else torch.ones(N, dtype=torch.bool)
+        )
+        draws = _StreamDraws(w, rows, seeds, first, K, uniform)
         fast: torch.Tensor = _SampledStream.apply(S, draws, erow, M.view(-1), pair_flat, tau, offset, red)
         del draws, w
         _give(logits)  # the weights: used by the forward only

@@ -204,7 +204,6 @@ def stream_forward(
     w: np.ndarray,
     seeds: np.ndarray,
     first: np.ndarray,
-    rows: np.ndarray,
     K: int,
     erow: np.ndarray,
     values: np.ndarray,
@@ -214,14 +213,20 @@ def stream_forward(
     total: np.ndarray,
     own: np.ndarray,
     drawn: np.ndarray,
-    r0: int,
-    r1: int,
+    order: np.ndarray,
+    law: np.ndarray,
+    start: np.ndarray,
+    j0: int,
+    j1: int,
 ) -> int:  # pragma: no cover
-    """The sampled forward of the pairs of rows ``r0 .. r1 - 1``: ``shift``, ``total``, the drawn columns.
+    """The sampled forward of the pairs of rows ``order[j0 .. j1 - 1]``: ``shift``, ``total``, the drawn columns.
 
-    Row by row (``rows`` non-decreasing: pairs in pair order): the row's alias table from its
-    weights ``w[r]`` (:func:`alias_rows`, into a local buffer that stays in cache; rows without
-    pairs build none), then for each pair ``p`` of the row ``K`` columns drawn with the uniforms
+    Row by row in that order (the pairs of row ``r`` are ``start[r] .. start[r + 1] - 1``, in pair
+    order): the row's alias table from its weights ``w[r]`` (:func:`alias_rows`, into a local
+    buffer that stays in cache; rows without pairs build none, and a row whose ``law`` is that of
+    the table in the buffer, i.e. whose weights equal those of the row it was built from bit for
+    bit (:func:`theory.hcl._laws.shared_laws`), builds none either: ``order`` puts such rows next to each other),
+    then for each pair ``p`` of the row ``K`` columns drawn with the uniforms
     ``first[p] .. first[p] + K - 1`` of the stream ``seeds[p]`` (:func:`_stream_buckets`; the
     draw of :func:`_select`, reading the bucket's two candidates side by side with the comparison
     as the index between them), their ``erow[r B + c] = exp((S[r, c] - M_r) / tau)``
@@ -233,7 +238,6 @@ def stream_forward(
     ``values`` (the flat similarities, float32 or float64), ``own[p] = 1``. Returns the number of
     such pairs.
     """
-    P = rows.shape[0]
     B = w.shape[1]
     v = np.empty(K)
     kr = np.empty((1, B))
@@ -245,15 +249,19 @@ def stream_forward(
     choice = pairs.reshape(2 * B).view(np.uint64)
     key = kr[0]
     count = 0
-    p = np.searchsorted(rows, r0)
-    for r in range(r0, r1):
-        if p >= P or rows[p] != r:
+    built = -1  # the law of the table in the buffer
+    for j in range(j0, j1):
+        r = order[j]
+        p, end = start[r], start[r + 1]
+        if p == end:
             continue
-        alias_rows(w[r : r + 1], kr, pairs.T[0:1], 0)  # the row's columns, not flat indices
+        if law[r] != built:
+            alias_rows(w[r : r + 1], kr, pairs.T[0:1], 0)  # the row's columns, not flat indices
+            built = law[r]
         o = r * B
         er = erow[o : o + B]
         vr = values[o : o + B]
-        while p < P and rows[p] == r:
+        while p < end:
             _stream_buckets(np.uint64(seeds[p]), np.int64(first[p]), B, v)
             acc = 0.0
             dp = drawn[p]
@@ -422,38 +430,72 @@ def _tables_worker(block: Any) -> None:  # pragma: no cover
 
 @_worker
 def _forward_worker(block: Any) -> None:  # pragma: no cover
-    """:func:`stream_forward` by chunks of rows; the pairs with their own shift counted in ``block[1]``.
+    """:func:`stream_forward` by chunks of ``order``; the pairs with their own shift counted in ``block[1]``.
 
-    Block: counter, count, w, seeds, first, rows, erow, values, shift, total, own, drawn (uint16),
-    P, K, N, B, float32 values (0 / 1), inv_tau and least (their float64 bits).
+    Block: counter, count, w, seeds, first, order, law, start, erow, values, shift, total, own,
+    drawn (uint16), P, K, N, B, float32 values (0 / 1), inv_tau and least (their float64 bits).
     """
-    a = numba.carray(block, 19, np.int64)
-    f = numba.carray(block, 19, np.float64)
-    P, K, N, B = a[12], a[13], a[14], a[15]
+    a = numba.carray(block, 21, np.int64)
+    f = numba.carray(block, 21, np.float64)
+    P, K, N, B = a[14], a[15], a[16], a[17]
     w = numba.carray(_pointer(a[2]), (N, B), np.float64)
     seeds = numba.carray(_pointer(a[3]), P, np.uint64)
     first = numba.carray(_pointer(a[4]), P, np.int64)
-    rows = numba.carray(_pointer(a[5]), P, np.int64)
-    erow = numba.carray(_pointer(a[6]), N * B, np.float64)
-    v64 = numba.carray(_pointer(a[7]), N * B, np.float64)
-    v32 = numba.carray(_pointer(a[7]), N * B, np.float32)
-    shift = numba.carray(_pointer(a[8]), P, np.float64)
-    total = numba.carray(_pointer(a[9]), P, np.float64)
-    own = numba.carray(_pointer(a[10]), P, np.uint8)
-    drawn = numba.carray(_pointer(a[11]), (P, K), np.uint16)
-    inv_tau, least = f[17], f[18]
+    order = numba.carray(_pointer(a[5]), N, np.int64)
+    law = numba.carray(_pointer(a[6]), N, np.int64)
+    start = numba.carray(_pointer(a[7]), N + 1, np.int64)
+    erow = numba.carray(_pointer(a[8]), N * B, np.float64)
+    v64 = numba.carray(_pointer(a[9]), N * B, np.float64)
+    v32 = numba.carray(_pointer(a[9]), N * B, np.float32)
+    shift = numba.carray(_pointer(a[10]), P, np.float64)
+    total = numba.carray(_pointer(a[11]), P, np.float64)
+    own = numba.carray(_pointer(a[12]), P, np.uint8)
+    drawn = numba.carray(_pointer(a[13]), (P, K), np.uint16)
+    inv_tau, least = f[19], f[20]
     while True:
-        r0 = _fetch_add(block, 0, ROW_CHUNK)
-        if r0 >= N:
+        j0 = _fetch_add(block, 0, ROW_CHUNK)
+        if j0 >= N:
             break
-        r1 = min(N, r0 + ROW_CHUNK)
-        if a[16]:
+        j1 = min(N, j0 + ROW_CHUNK)
+        if a[18]:
             c = stream_forward(
-                w, seeds, first, rows, K, erow, v32, inv_tau, least, shift, total, own, drawn, r0, r1
+                w,
+                seeds,
+                first,
+                K,
+                erow,
+                v32,
+                inv_tau,
+                least,
+                shift,
+                total,
+                own,
+                drawn,
+                order,
+                law,
+                start,
+                j0,
+                j1,
             )
         else:
             c = stream_forward(
-                w, seeds, first, rows, K, erow, v64, inv_tau, least, shift, total, own, drawn, r0, r1
+                w,
+                seeds,
+                first,
+                K,
+                erow,
+                v64,
+                inv_tau,
+                least,
+                shift,
+                total,
+                own,
+                drawn,
+                order,
+                law,
+                start,
+                j0,
+                j1,
             )
         _fetch_add(block, 1, c)
 
@@ -518,20 +560,30 @@ def tables(w: np.ndarray, key: np.ndarray, alias: np.ndarray) -> None:
 def forward(
     w: np.ndarray, seeds: np.ndarray, first: np.ndarray, rows: np.ndarray, K: int, erow: np.ndarray,
     values: np.ndarray, inv_tau: float, least: float, shift: np.ndarray, total: np.ndarray,
-    own: np.ndarray, drawn: np.ndarray,
+    own: np.ndarray, drawn: np.ndarray, law: np.ndarray | None = None,
 ) -> int:  # fmt: skip
-    """:func:`stream_forward` of all rows, on torch's team when there is one; the fallback count."""
+    """:func:`stream_forward` of all rows, on torch's team when there is one; the fallback count.
+
+    ``rows`` (non-decreasing) is each pair's row; ``law`` (optional,
+    :func:`theory.hcl._laws.shared_laws`) the row
+    whose weights each row's equal bit for bit: rows of one law are drawn from one table, built once.
+    """
     (N, B), P = w.shape, rows.shape[0]
+    start = np.searchsorted(rows, np.arange(N + 1))
+    if law is None:
+        law = order = np.arange(N)
+    else:
+        order = np.argsort(law, kind="stable")
     if drawn.dtype == np.uint16 and N > ROW_CHUNK:
         block = np.array(
-            [0, 0, *_addr(w, seeds, first, rows, erow, values, shift, total, own, drawn),
+            [0, 0, *_addr(w, seeds, first, order, law, start, erow, values, shift, total, own, drawn),
              P, K, N, B, int(values.dtype == np.float32), _bits(inv_tau), _bits(least)],
             np.int64,
         )  # fmt: skip
         if _team.run(_forward_worker.address, block):
             return int(block[1])
-    return int(stream_forward(w, seeds, first, rows, K, erow, values, inv_tau, least, shift, total,
-                              own, drawn, 0, N))  # fmt: skip
+    return int(stream_forward(w, seeds, first, K, erow, values, inv_tau, least, shift, total, own, drawn,
+                              order, law, start, 0, N))  # fmt: skip
 
 
 def backward(

@@ -95,6 +95,11 @@ class _SampledPsi(torch.autograd.Function):
 STREAM_LEAST = 2.0**-64
 
 
+#: Leading weights per row hashed to find the rows with equal weights
+#: (:func:`theory.hcl._laws.shared_laws`, which then compares whole rows): enough to tell the
+#: classes of a batch apart, a fraction of a whole pass.
+LAW_HASHED = 64
+
 #: Buffers of finished steps by dtype, reused by the next step (:func:`_take`, :func:`_give`).
 _spares: dict[torch.dtype, list[torch.Tensor]] = {}
 
@@ -130,6 +135,7 @@ class _StreamDraws(NamedTuple):
     seeds: torch.Tensor  # (P,) int64: the stream seed of each pair (its run's)
     first: torch.Tensor  # (P,) int64: the counter of each pair's first uniform
     K: int
+    uniform: torch.Tensor | None  # (N,) bool: rows of runs at beta = 0 (equal rows share a table), or None
 
 
 class _SampledStream(torch.autograd.Function):
@@ -158,7 +164,7 @@ class _SampledStream(torch.autograd.Function):
         offset: float,
         red: Any,
     ) -> torch.Tensor:
-        from theory.hcl import _kernels  # lazy: numba loads only where the CPU kernels run
+        from theory.hcl import _kernels, _laws  # lazy: numba loads only where the CPU kernels run
 
         B = S.shape[1]
         values = S.detach().reshape(-1)
@@ -172,10 +178,12 @@ class _SampledStream(torch.autograd.Function):
         total = torch.empty(P, dtype=torch.float64)
         own = torch.empty(P, dtype=torch.uint8)
         drawn = _take(P * K, torch.uint16 if B <= 2**16 else torch.int32).view(P, K)  # for backward
+        w = draws.weights.numpy()
+        law = None if draws.uniform is None else _laws.shared_laws(w, draws.uniform.numpy(), LAW_HASHED)
         _kernels.forward(
-            draws.weights.numpy(), draws.seeds.numpy().view("uint64"), draws.first.numpy(), rows.numpy(),
-            K, erow.numpy(), values.numpy(), 1.0 / tau, STREAM_LEAST, shift.numpy(), total.numpy(),
-            own.numpy(), drawn.numpy(),
+            w, draws.seeds.numpy().view("uint64"), draws.first.numpy(), rows.numpy(), K, erow.numpy(),
+            values.numpy(), 1.0 / tau, STREAM_LEAST, shift.numpy(), total.numpy(), own.numpy(),
+            drawn.numpy(), law,
         )  # fmt: skip
         x = (shift - values.index_select(0, pair_flat)).mul_(1.0 / tau).add_(torch.log(total)).add_(offset)
         ctx.save_for_backward(erow, total, own, shift, rows, pair_flat, torch.sigmoid(x), drawn)

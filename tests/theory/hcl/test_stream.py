@@ -14,6 +14,7 @@ import theory.hcl._estimators as estimators
 import theory.hcl._sampled as sampled
 import theory.hcl.sampling as sampling
 from tests.reference import splitmix64_uniforms
+from tests.theory.hcl.conftest import _spy_on_team
 from tests.theory.hcl.test_sampling import LAWS, _laws, _python_draws
 from theory.hcl import (
     _kernels,
@@ -92,32 +93,6 @@ def test_sample_negatives_draws_pair_p_from_counters_p_K_onwards():
     u = torch.tensor(splitmix64_uniforms(seed, 0, 7 * K)).view(7, K)
     got = sample_negatives(logq, rows, K, torch.Generator().manual_seed(9))
     assert torch.equal(got, sample_negatives(logq, rows, K, uniforms=u))
-
-
-@pytest.fixture(params=["team", "serial"])
-def threads(request, monkeypatch):
-    """The compiled kernels on torch's OpenMP team (two threads; small sizes run serially anyway)
-    or serially on the calling thread."""
-    if request.param == "serial":
-        monkeypatch.setattr(_team, "available", lambda: False)
-        yield request.param
-        return
-    before = torch.get_num_threads()
-    torch.set_num_threads(max(2, before))
-    yield request.param
-    torch.set_num_threads(before)
-
-
-def _spy_on_team(monkeypatch):
-    """A list that records what every _team.run call returned (True: it ran on the team)."""
-    started, run = [], _team.run
-
-    def spy(*args):
-        started.append(run(*args))
-        return started[-1]
-
-    monkeypatch.setattr(_team, "run", spy)
-    return started
 
 
 def test_the_kernels_on_torch_team_equal_the_serial_kernels_bit_for_bit(monkeypatch):
