@@ -11,7 +11,7 @@ docs/hcl.md#sampled-estimator. The CPU path of :mod:`theory.hcl.sampling` and
   as torch computes), both the indices of the tensor path bit for bit;
 * :func:`stream_forward` / :func:`stream_backward` are the sampled mean / sum forms without a
   ``(P, K)`` float tensor: per row its alias table (:func:`alias_rows`, into a buffer that stays
-  in cache, never stored), then per pair of the row the draws, the sum of the precomputed
+  in cache, never stored; one per law where rows share theirs, :mod:`theory.hcl._laws`), then per pair of the row the draws, the sum of the precomputed
   ``exp((S - M) / tau)`` of the drawn columns, and the columns (2 bytes each) for the backward,
   which adds every pair's coefficient into a row weight and writes the gradient row by row. Their
   sums are those of the tensor path up to float64 rounding (tests/theory/hcl/test_stream.py).

@@ -143,7 +143,9 @@ class _SampledStream(torch.autograd.Function):
 
     ``erow = exp((S - M_row) / tau)`` (float64, ``M_row`` the row's largest allowed similarity,
     every allowed term ``<= 1``) is computed once; the forward (:func:`theory.hcl._kernels.stream_forward`)
-    draws each pair's ``K`` columns from its stream and sums their ``erow``: the value is
+    draws each pair's ``K`` columns from its stream (rows whose weights are equal, the rows of
+    runs at beta = 0 of a class, share one alias table: :mod:`theory.hcl._laws`) and sums their
+    ``erow``: the value is
     ``softplus((M_row - S[i, j]) / tau + log total_p + offset)``, and keeps the drawn columns
     (2 bytes each). The backward (:func:`theory.hcl._kernels.stream_backward`) adds each pair's
     ``g_p sigmoid(x_p) / (tau total_p)`` to a row weight ``W`` at those columns: the drawn entries'
