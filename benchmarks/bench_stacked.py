@@ -154,9 +154,9 @@ def epoch_seconds(
     }
     paired = []
     for i in range(repeats):
-        sampled, exact = (runs[est, long][i] - runs[est, 1][i] for est in ("sampled", "expectation"))
-        if exact > 0:
-            paired.append(sampled / exact)
+        diff = {est: runs[est, long][i] - runs[est, 1][i] for est in ESTIMATORS}
+        if diff["expectation"] > 0:
+            paired.append(diff["sampled"] / diff["expectation"])
     return per_epoch, sorted(paired)
 
 
