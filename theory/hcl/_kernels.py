@@ -11,8 +11,9 @@ docs/hcl.md#sampled-estimator. The CPU path of :mod:`theory.hcl.sampling` and
   as torch computes), both the indices of the tensor path bit for bit;
 * :func:`stream_forward` / :func:`stream_backward` are the sampled mean / sum forms without a
   ``(P, K)`` float tensor: per row its alias table (:func:`alias_rows`, into a buffer that stays
-  in cache, never stored; one per law where rows share theirs, :mod:`theory.hcl._laws`), then per pair of the row the draws, the sum of the precomputed
-  ``exp((S - M) / tau)`` of the drawn columns, and the columns (2 bytes each) for the backward,
+  in cache, never stored; one per law where rows share theirs, :mod:`theory.hcl._laws`), then
+  per pair of the row the draws, the sum of the precomputed ``exp((S - M) / tau)`` of the drawn
+  columns, and the columns (2 bytes each) for the backward,
   which adds every pair's coefficient into a row weight and writes the gradient row by row. Their
   sums are those of the tensor path up to float64 rounding (tests/theory/hcl/test_stream.py).
 
@@ -219,14 +220,14 @@ def stream_forward(
     j0: int,
     j1: int,
 ) -> int:  # pragma: no cover
-    """The sampled forward of the pairs of rows ``order[j0 .. j1 - 1]``: ``shift``, ``total``, the drawn columns.
+    """The sampled forward of the pairs of rows ``order[j0 .. j1 - 1]``: ``shift``, ``total``, columns.
 
     Row by row in that order (the pairs of row ``r`` are ``start[r] .. start[r + 1] - 1``, in pair
     order): the row's alias table from its weights ``w[r]`` (:func:`alias_rows`, into a local
     buffer that stays in cache; rows without pairs build none, and a row whose ``law`` is that of
     the table in the buffer, i.e. whose weights equal those of the row it was built from bit for
-    bit (:func:`theory.hcl._laws.shared_laws`), builds none either: ``order`` puts such rows next to each other),
-    then for each pair ``p`` of the row ``K`` columns drawn with the uniforms
+    bit (:func:`theory.hcl._laws.shared_laws`), builds none either: ``order`` puts such rows next
+    to each other), then for each pair ``p`` of the row ``K`` columns drawn with the uniforms
     ``first[p] .. first[p] + K - 1`` of the stream ``seeds[p]`` (:func:`_stream_buckets`; the
     draw of :func:`_select`, reading the bucket's two candidates side by side with the comparison
     as the index between them), their ``erow[r B + c] = exp((S[r, c] - M_r) / tau)``
