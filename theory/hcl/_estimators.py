@@ -156,13 +156,9 @@ def _per_pair(
     offset = -math.log(K) if psi == "mean" else 0.0
     if fused:  # the kernel builds each row's alias table from w where it draws that row's pairs
         # the rows at beta = 0 (per-row beta): rows with equal weights share their alias table
-        uniform = (
-            None
-            if not zero_beta
-            else zero
-            if isinstance(zero, torch.Tensor)
-            else torch.ones(N, dtype=torch.bool)
-        )
+        uniform = None
+        if zero_beta:
+            uniform = zero if isinstance(zero, torch.Tensor) else torch.ones(N, dtype=torch.bool)
         draws = _StreamDraws(w, rows, seeds, first, K, uniform)
         fast: torch.Tensor = _SampledStream.apply(S, draws, erow, M.view(-1), pair_flat, tau, offset, red)
         del draws, w

@@ -458,46 +458,12 @@ def _forward_worker(block: Any) -> None:  # pragma: no cover
         if j0 >= N:
             break
         j1 = min(N, j0 + ROW_CHUNK)
-        if a[18]:
-            c = stream_forward(
-                w,
-                seeds,
-                first,
-                K,
-                erow,
-                v32,
-                inv_tau,
-                least,
-                shift,
-                total,
-                own,
-                drawn,
-                order,
-                law,
-                start,
-                j0,
-                j1,
-            )
+        if a[18]:  # the same call on the float32 or the float64 view of the values
+            c = stream_forward(w, seeds, first, K, erow, v32, inv_tau, least, shift, total, own, drawn,
+                               order, law, start, j0, j1)  # fmt: skip
         else:
-            c = stream_forward(
-                w,
-                seeds,
-                first,
-                K,
-                erow,
-                v64,
-                inv_tau,
-                least,
-                shift,
-                total,
-                own,
-                drawn,
-                order,
-                law,
-                start,
-                j0,
-                j1,
-            )
+            c = stream_forward(w, seeds, first, K, erow, v64, inv_tau, least, shift, total, own, drawn,
+                               order, law, start, j0, j1)  # fmt: skip
         _fetch_add(block, 1, c)
 
 
